@@ -1,0 +1,22 @@
+# Installs the libraries and headers and exports the package `minfer`:
+#   find_package(minfer) -> minfer::allocator (standalone), minfer::tensor, minfer::ops, ...
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+set(MINFER_EXPORTED minfer_tensor minfer_gguf minfer_ops)
+foreach(t minfer_tokenizer minfer_sampler minfer_runtime minfer_models minfer_cuda)
+  if(TARGET ${t})
+    list(APPEND MINFER_EXPORTED ${t})
+  endif()
+endforeach()
+install(TARGETS ${MINFER_EXPORTED} EXPORT minferTargets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+foreach(dir tensor ops gguf tokenizer runtime models)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/minfer/${dir}
+    FILES_MATCHING PATTERN "*.h" PATTERN "cuda" EXCLUDE PATTERN "fuzz" EXCLUDE)
+endforeach()
+install(EXPORT minferTargets NAMESPACE minfer:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/minfer)
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/minferConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/minferConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/minfer)
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/minferConfigVersion.cmake COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/minferConfig.cmake ${PROJECT_BINARY_DIR}/minferConfigVersion.cmake
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/minfer)

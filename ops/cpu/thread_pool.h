@@ -1,0 +1,48 @@
+// A fixed pool of worker threads for data-parallel kernels.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace minfer::cpu {
+
+class ThreadPool {
+ public:
+  /// n_threads <= 0 means std::thread::hardware_concurrency().
+  explicit ThreadPool(int n_threads = 0);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int n_threads() const { return static_cast<int>(workers_.size()) + 1; }
+
+  /// Calls fn(begin, end) over [0, n) split into chunks of at least `grain` items, on all threads
+  /// (the caller included), and returns when every chunk is done. Exceptions from fn are
+  /// rethrown here (the first one).
+  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+ private:
+  void worker_loop();
+  void run_chunks();
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable wake_, done_;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+  int active_ = 0;
+
+  // The current job.
+  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
+  int64_t n_ = 0, chunk_ = 1;
+  std::atomic<int64_t> next_{0};
+  std::exception_ptr error_;
+  std::mutex error_mu_;
+};
+
+}  // namespace minfer::cpu

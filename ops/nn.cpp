@@ -1,0 +1,144 @@
+// Builders for the neural-network ops: rms_norm, mul_mat, rope, soft_max, kv_store, attention.
+#include <cctype>
+#include <string>
+
+#include "ops/attention.h"
+#include "ops/check.h"
+#include "ops/matmul.h"
+#include "ops/norm.h"
+#include "ops/rope.h"
+#include "ops/softmax.h"
+
+namespace minfer::ops {
+using detail::fail;
+using detail::require_type;
+
+Tensor* rms_norm(Context& ctx, Tensor* x, float eps, Tensor* weight) {
+  require_type(Op::RMS_NORM, x, "x", {DType::F32, DType::F16});
+  if (!(eps > 0.0f)) fail(Op::RMS_NORM, fmt::format("eps must be > 0, got {}", eps));
+  if (weight) {
+    require_type(Op::RMS_NORM, weight, "weight", {DType::F32, DType::F16});
+    if (weight->nelements() != x->ne[0])
+      fail(Op::RMS_NORM, fmt::format("weight {} must have ne0 = {} elements (x {})", describe(*weight), x->ne[0],
+                                     describe(*x)));
+  }
+  Tensor* t = ctx.new_node(Op::RMS_NORM, DType::F32, x->ne, {x, weight});
+  t->set_param(0, eps);
+  return t;
+}
+
+Tensor* mul_mat(Context& ctx, Tensor* a, Tensor* b) {
+  detail::require_src(Op::MUL_MAT, a, "a");
+  require_type(Op::MUL_MAT, b, "b", {DType::F32, DType::F16});
+  if (a->type == DType::I32 || !dtype_traits(a->type).supported || a->type == DType::Q8_K)
+    fail(Op::MUL_MAT, fmt::format("weight dtype {} of {} is not supported", dtype_name(a->type), describe(*a)));
+  if (a->ne[0] != b->ne[0])
+    fail(Op::MUL_MAT, fmt::format("inner dims differ: a {} and b {}", describe(*a), describe(*b)));
+  if (b->ne[2] % a->ne[2] != 0 || b->ne[3] % a->ne[3] != 0)
+    fail(Op::MUL_MAT, fmt::format("batch dims of a {} do not divide b {}", describe(*a), describe(*b)));
+  if (!a->rows_contiguous()) fail(Op::MUL_MAT, "weight rows of " + describe(*a) + " must be contiguous");
+  return ctx.new_node(Op::MUL_MAT, DType::F32, {a->ne[1], b->ne[1], b->ne[2], b->ne[3]}, {a, b});
+}
+
+RopeMode rope_mode_for_arch(std::string_view arch) {
+  std::string a(arch);
+  for (char& c : a) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  // llama.cpp, llama_model_rope_type(): models converted from HF with rotate_half use NEOX.
+  for (const char* neox : {"qwen", "qwen2", "qwen2moe", "qwen2vl", "qwen3", "qwen3moe", "phi2", "phi3",
+                           "gemma", "gemma2", "gemma3", "stablelm", "gptneox", "falcon", "starcoder2",
+                           "olmo2", "deepseek2"})
+    if (a == neox) return RopeMode::NEOX;
+  for (const char* normal : {"llama", "mistral", "baichuan", "starcoder", "internlm2", "minicpm", "deci",
+                             "granite", "olmo", "deepseek"})
+    if (a == normal) return RopeMode::NORMAL;
+  throw std::invalid_argument("rope_mode_for_arch: unknown architecture '" + a + "'");
+}
+
+void set_rope_params(Tensor& node, const RopeParams& p, int first) {
+  node.set_param(first + 0, p.n_rot);
+  node.set_param(first + 1, static_cast<int32_t>(p.mode));
+  node.set_param(first + 2, p.freq_base);
+  node.set_param(first + 3, p.freq_scale);
+}
+
+RopeParams rope_params_of(const Tensor& node, int first) {
+  RopeParams p;
+  p.n_rot = node.param<int32_t>(first + 0);
+  p.mode = static_cast<RopeMode>(node.param<int32_t>(first + 1));
+  p.freq_base = node.param<float>(first + 2);
+  p.freq_scale = node.param<float>(first + 3);
+  return p;
+}
+
+Tensor* rope(Context& ctx, Tensor* x, Tensor* pos, const RopeParams& p) {
+  require_type(Op::ROPE, x, "x", {DType::F32});
+  require_type(Op::ROPE, pos, "pos", {DType::I32});
+  RopeParams q = p;
+  if (q.n_rot == 0) q.n_rot = static_cast<int32_t>(x->ne[0]);
+  if (q.n_rot < 0 || q.n_rot % 2 != 0 || q.n_rot > x->ne[0])
+    fail(Op::ROPE, fmt::format("n_rot {} must be even and <= head dim {}", q.n_rot, x->ne[0]));
+  if (q.mode != RopeMode::NORMAL && q.mode != RopeMode::NEOX)
+    fail(Op::ROPE, fmt::format("unknown mode {}", static_cast<int>(q.mode)));
+  if (pos->nelements() != x->ne[2])
+    fail(Op::ROPE, fmt::format("pos {} must hold one position per token of x {}", describe(*pos), describe(*x)));
+  if (x->ne[3] != 1) fail(Op::ROPE, "x " + describe(*x) + " must be 3-D [head_dim, n_head, n_tokens]");
+  if (!(q.freq_base > 0.0f)) fail(Op::ROPE, fmt::format("freq_base must be > 0, got {}", q.freq_base));
+  Tensor* t = ctx.new_node(Op::ROPE, DType::F32, x->ne, {x, pos});
+  set_rope_params(*t, q);
+  return t;
+}
+
+Tensor* soft_max(Context& ctx, Tensor* x, float scale, Tensor* pos) {
+  require_type(Op::SOFT_MAX, x, "x", {DType::F32});
+  if (pos) {
+    require_type(Op::SOFT_MAX, pos, "pos", {DType::I32});
+    if (pos->nelements() != x->ne[1])
+      fail(Op::SOFT_MAX, fmt::format("pos {} must hold one position per row of x {}", describe(*pos), describe(*x)));
+  }
+  Tensor* t = ctx.new_node(Op::SOFT_MAX, DType::F32, x->ne, {x, pos});
+  t->set_param(0, scale);
+  return t;
+}
+
+Tensor* kv_store(Context& ctx, Tensor* cache, Tensor* x, Tensor* pos) {
+  require_type(Op::KV_STORE, cache, "cache", {DType::F32, DType::F16, DType::Q8_0});
+  require_type(Op::KV_STORE, x, "x", {DType::F32});
+  require_type(Op::KV_STORE, pos, "pos", {DType::I32});
+  if (!cache->is_contiguous()) fail(Op::KV_STORE, "cache " + describe(*cache) + " must be contiguous");
+  if (x->ne[0] != cache->ne[0] || x->ne[1] != cache->ne[1] || x->ne[3] != 1 || cache->ne[3] != 1)
+    fail(Op::KV_STORE, fmt::format("x {} does not match cache {} ([head_dim, n_head_kv, ...])", describe(*x),
+                                   describe(*cache)));
+  if (pos->nelements() != x->ne[2])
+    fail(Op::KV_STORE, fmt::format("pos {} must hold one position per token of x {}", describe(*pos), describe(*x)));
+  Tensor* t = ctx.new_view(Op::VIEW, cache, cache->type, cache->ne, cache->nb, 0);
+  t->op = Op::KV_STORE;
+  t->src = {};
+  t->src[0] = cache;
+  t->src[1] = x;
+  t->src[2] = pos;
+  return t;
+}
+
+Tensor* attention(Context& ctx, Tensor* q, Tensor* k, Tensor* v, Tensor* pos, float scale, AttentionImpl impl) {
+  require_type(Op::ATTENTION, q, "q", {DType::F32});
+  require_type(Op::ATTENTION, k, "k", {DType::F32, DType::F16, DType::Q8_0});
+  require_type(Op::ATTENTION, v, "v", {DType::F32, DType::F16, DType::Q8_0});
+  require_type(Op::ATTENTION, pos, "pos", {DType::I32});
+  const int64_t n_head = q->ne[1], n_head_kv = k->ne[1];
+  if (q->ne[0] != k->ne[0])
+    fail(Op::ATTENTION, fmt::format("head dims differ: q {} k {}", describe(*q), describe(*k)));
+  if (v->ne[1] != n_head_kv || v->ne[2] != k->ne[2])
+    fail(Op::ATTENTION, fmt::format("k {} and v {} differ in heads or length", describe(*k), describe(*v)));
+  if (n_head_kv == 0 || n_head % n_head_kv != 0)
+    fail(Op::ATTENTION, fmt::format("n_head {} is not a multiple of n_head_kv {}", n_head, n_head_kv));
+  if (pos->nelements() != q->ne[2])
+    fail(Op::ATTENTION, fmt::format("pos {} must hold one position per query of q {}", describe(*pos), describe(*q)));
+  if (q->ne[3] != 1 || k->ne[3] != 1 || v->ne[3] != 1) fail(Op::ATTENTION, "q, k, v must be 3-D");
+  if (!k->rows_contiguous() || !v->rows_contiguous()) fail(Op::ATTENTION, "k and v rows must be contiguous");
+  Tensor* t = ctx.new_node(Op::ATTENTION, DType::F32, {v->ne[0], n_head, q->ne[2], 1}, {q, k, v, pos});
+  t->set_param(0, scale);
+  t->set_param(1, static_cast<int32_t>(impl));
+  return t;
+}
+
+}  // namespace minfer::ops

@@ -1,0 +1,84 @@
+// Backend interface: memory and compute on one device.
+//
+// A backend hands out Buffers (host or device memory), moves bytes in and out of tensors, says
+// which nodes it can compute, and computes a graph whose tensors all have storage. Kernels are
+// looked up per op in the backend's table (ops/cpu/kernels.h, ops/cuda/kernels.cuh).
+// How to add a backend: docs/architecture.md.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "tensor/graph.h"
+#include "tensor/tensor.h"
+
+namespace minfer {
+
+class Backend;
+
+/// A block of backend memory. Tensors point into it; it outlives them.
+class Buffer {
+ public:
+  virtual ~Buffer() = default;
+  virtual void* base() const = 0;
+  virtual size_t size() const = 0;
+  virtual Backend& backend() const = 0;
+  /// Fills every byte with `value` (used to poison arenas in tests).
+  virtual void fill(uint8_t value) = 0;
+};
+
+/// Thrown when a backend cannot get memory; the message names the size and the device.
+class OutOfMemoryError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string_view name() const = 0;
+  /// True when tensor data is directly addressable by the host (the CPU backend).
+  virtual bool is_host() const = 0;
+  /// Alignment of tensor data inside this backend's buffers.
+  virtual size_t alignment() const { return 64; }
+
+  /// Allocates `bytes` (at least one byte is reserved for 0). Throws OutOfMemoryError.
+  virtual std::unique_ptr<Buffer> alloc_buffer(size_t bytes) = 0;
+
+  /// Copies `n` bytes from host `src` into `t` at byte `offset` of its storage span. `t` must be
+  /// contiguous in the copied range (the caller's job); throws std::out_of_range past nbytes().
+  virtual void set_tensor(Tensor& t, const void* src, size_t offset, size_t n) = 0;
+  virtual void get_tensor(const Tensor& t, void* dst, size_t offset, size_t n) = 0;
+
+  /// True when this backend has a kernel for `node` (op, dtypes, layout).
+  virtual bool supports_op(const Tensor& node) const = 0;
+
+  /// Evaluates every node of `g` in order. All tensors must have data. Throws OpError naming the
+  /// node when a kernel is missing or rejects its operands.
+  virtual void compute(Graph& g) = 0;
+
+  /// Waits until all queued work is done (no-op on the CPU).
+  virtual void synchronize() {}
+};
+
+/// Assigns storage to every leaf (op NONE) of `ctx` that has none and is not a view (weights, test
+/// inputs), packed into one new buffer of `backend`; views are pointed into their source. Returns
+/// nullptr when nothing needed storage.
+std::unique_ptr<Buffer> allocate_tensors(class Context& ctx, Backend& backend);
+
+/// Points `t` (not a view) at `base + offset` of `buffer` and every view of it is resolved later
+/// by resolve_view(). Throws std::out_of_range when it does not fit.
+void bind_tensor(Tensor& t, Buffer& buffer, size_t offset);
+
+/// Sets a view's data from its source's (view_src data + view_offs).
+void resolve_view(Tensor& t);
+
+/// Convenience: copies a whole contiguous host array into `t` (bytes must equal t.nbytes()).
+void upload(Backend& b, Tensor& t, const void* src, size_t bytes);
+/// Convenience: copies a whole contiguous tensor to host memory.
+void download(Backend& b, const Tensor& t, void* dst, size_t bytes);
+
+}  // namespace minfer

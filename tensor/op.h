@@ -1,0 +1,65 @@
+// The op enum: what a graph node computes. Builders live in ops/ (one header per op family),
+// kernels in per-backend tables indexed by Op (ops/cpu/, ops/cuda/). Each op's sources, params
+// and shapes are documented at its builder.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace minfer {
+
+enum class Op : int32_t {
+  NONE = 0,  // a leaf: input, weight or constant; nothing to compute
+
+  // Views: the result aliases src[0]'s storage; no kernel runs.
+  VIEW,
+  RESHAPE,
+  PERMUTE,
+  TRANSPOSE,
+
+  // Basic ops.
+  CPY,        // copy/convert src[0] into the node (which may alias another tensor)
+  GET_ROWS,   // embedding lookup
+  ADD,
+  MUL,
+  SCALE,
+  RMS_NORM,   // optional weight in src[1]
+  MUL_MAT,
+  ROPE,
+  SOFT_MAX,
+  SILU,
+  SWIGLU,
+  ATTENTION,  // causal GQA attention over a KV cache, positions-driven
+  KV_STORE,   // scatter rows into a KV cache at positions; aliases the cache
+  CONCAT,
+  ARGMAX,
+
+  // Fused ops: each has a decomposition into basic ops (ops/lower.cpp) that a backend without
+  // a fused kernel runs instead.
+  FFN_SWIGLU,  // down(silu(gate x) * up x)
+  QKV,         // one matmul over wq|wk|wv (+bias, +q/k norm) + RoPE + KV store; yields Q
+
+  COUNT
+};
+
+inline constexpr int kOpCount = static_cast<int>(Op::COUNT);
+
+/// Upper-case op name, e.g. "MUL_MAT"; "?" for out-of-range values.
+std::string_view op_name(Op op);
+
+/// True for VIEW/RESHAPE/PERMUTE/TRANSPOSE: the node only reinterprets its source's bytes.
+constexpr bool op_is_view(Op op) {
+  return op == Op::VIEW || op == Op::RESHAPE || op == Op::PERMUTE || op == Op::TRANSPOSE;
+}
+
+/// True for ops whose output may take over src[0]'s storage (dst == src0, same layout): every
+/// backend's kernel for them must read each element (row, for the row-wise ops) before writing it.
+constexpr bool op_allows_inplace(Op op) {
+  return op == Op::ADD || op == Op::MUL || op == Op::SCALE || op == Op::SILU || op == Op::SWIGLU ||
+         op == Op::RMS_NORM || op == Op::SOFT_MAX || op == Op::ROPE;
+}
+
+/// True for ops that have a decomposition into basic ops.
+constexpr bool op_is_fused(Op op) { return op == Op::FFN_SWIGLU || op == Op::QKV; }
+
+}  // namespace minfer
