@@ -59,7 +59,7 @@ TEST(Tensor, DtypeTraitsAndLookups) {
   EXPECT_FALSE(dtype_from_id(9999).has_value());
   EXPECT_EQ(dtype_from_name("Q4_k"), DType::Q4_K);
   EXPECT_THROW(dtype_row_size(DType::Q8_0, 33), std::invalid_argument);
-  EXPECT_THROW(dtype_nbytes(DType::Q8_0, INT64_MAX / 32 * 32), std::overflow_error);  // 2^58 blocks of 34 bytes
+  EXPECT_THROW(dtype_nbytes(DType::F32, int64_t{1} << 62), std::overflow_error);  // 2^64 bytes
 }
 
 }  // namespace
