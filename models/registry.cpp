@@ -1,0 +1,43 @@
+#include "models/registry.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+#include "gguf/gguf.h"
+#include "models/qwen2/qwen2.h"
+#include "models/qwen3/qwen3.h"
+
+namespace minfer::models {
+namespace {
+
+// Adding an architecture: one line here (docs/new-model.md).
+const std::map<std::string, Factory>& table() {
+  static const std::map<std::string, Factory> t = {
+      {"qwen2", &make_qwen2},
+      {"qwen3", &make_qwen3},
+  };
+  return t;
+}
+
+}  // namespace
+
+std::vector<std::string> architectures() {
+  std::vector<std::string> r;
+  for (const auto& [k, v] : table()) r.push_back(k);
+  return r;
+}
+
+std::unique_ptr<Model> load(std::shared_ptr<const gguf::File> file, Backend& backend) {
+  const std::string arch(file->get_string("general.architecture"));
+  auto it = table().find(arch);
+  if (it == table().end()) {
+    std::string list;
+    for (const auto& a : architectures()) list += (list.empty() ? "" : ", ") + a;
+    throw std::runtime_error(fmt::format("{}: unsupported architecture '{}' (supported: {})", file->name(), arch, list));
+  }
+  return it->second(std::move(file), backend);
+}
+
+}  // namespace minfer::models

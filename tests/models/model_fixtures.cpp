@@ -1,0 +1,39 @@
+#include "model_fixtures.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "common/test_util.h"
+
+namespace minfer::test {
+
+std::vector<RefCase> load_refs(const std::string& model_dir) {
+  std::vector<RefCase> out;
+  auto path = fixture(model_dir + "/refs.json");
+  if (path.empty()) return out;
+  std::ifstream in(path);
+  auto j = nlohmann::json::parse(in);
+  for (const auto& c : j.at("cases")) {
+    RefCase r;
+    r.prompt = c.at("prompt").get<std::string>();
+    r.ids = c.at("ids").get<std::vector<int32_t>>();
+    r.row_begin = c.at("logits_rows")[0].get<int32_t>();
+    r.row_end = c.at("logits_rows")[1].get<int32_t>();
+    r.vocab = c.at("vocab").get<int32_t>();
+    r.greedy32 = c.at("greedy32").get<std::vector<int32_t>>();
+    std::ifstream lf(path.parent_path() / c.at("logits_file").get<std::string>(), std::ios::binary);
+    r.logits.resize(static_cast<size_t>(r.row_end - r.row_begin) * static_cast<size_t>(r.vocab));
+    lf.read(reinterpret_cast<char*>(r.logits.data()), static_cast<std::streamsize>(r.logits.size() * 4));
+    if (!lf) throw std::runtime_error("short logits file for " + model_dir);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::shared_ptr<const gguf::File> open_fixture(const std::string& relative) {
+  auto p = fixture(relative);
+  if (p.empty()) return nullptr;
+  return std::make_shared<const gguf::File>(p);
+}
+
+}  // namespace minfer::test

@@ -1,0 +1,30 @@
+// Loading fixture models and their Hugging Face references (fixtures/<model>/refs.json).
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "runtime/model.h"
+#include "tensor/backend.h"
+
+namespace minfer::test {
+
+struct RefCase {
+  std::string prompt;
+  std::vector<int32_t> ids;
+  int32_t row_begin = 0, row_end = 0;  ///< prompt positions whose logits the file holds
+  int32_t vocab = 0;
+  std::vector<float> logits;           ///< [(row_end - row_begin) * vocab]
+  std::vector<int32_t> greedy32;
+};
+
+/// The cases of fixtures/<model>/refs.json; empty when the fixtures are absent.
+std::vector<RefCase> load_refs(const std::string& model_dir);
+
+/// Opens a fixture GGUF (relative to the fixtures dir); nullptr when absent.
+std::shared_ptr<const gguf::File> open_fixture(const std::string& relative);
+
+}  // namespace minfer::test
