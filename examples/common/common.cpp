@@ -1,0 +1,89 @@
+#include "common/common.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "models/registry.h"
+#include "runtime/backends.h"
+
+namespace minfer::examples {
+
+void add_model_flags(CLI::App& app, ModelArgs& a) {
+  app.add_option("-m,--model", a.model, "GGUF model file (default: the small model shipped in the repo)");
+  app.add_option("-c,--ctx-size", a.n_ctx, "context size in tokens (0: the model's, capped by memory)");
+  app.add_option("-b,--batch-size", a.n_batch, "max tokens per forward pass");
+  app.add_option("-t,--threads", a.threads, "CPU threads (0: all)");
+  app.add_option("--device", a.device, "cpu, cuda, cuda:N or auto (cuda when a GPU is present)");
+  app.add_option("--cache-type", a.kv_type, "KV cache dtype: f16, f32 or q8_0");
+}
+
+void add_sampling_flags(CLI::App& app, SamplerParams& p) {
+  app.add_option("--temp", p.temp, "temperature (<= 0: greedy)");
+  app.add_option("--top-k", p.top_k, "top-k (<= 0: off)");
+  app.add_option("--top-p", p.top_p, "top-p (>= 1: off)");
+  app.add_option("--min-p", p.min_p, "min-p (<= 0: off)");
+  app.add_option("--repeat-penalty", p.repeat_penalty, "repeat penalty (1: off)");
+  app.add_option("--repeat-last-n", p.repeat_last_n, "tokens the penalties look back (-1: all)");
+  app.add_option("--presence-penalty", p.presence_penalty, "presence penalty");
+  app.add_option("--frequency-penalty", p.frequency_penalty, "frequency penalty");
+  app.add_option("-s,--seed", p.seed, "RNG seed (default: random)");
+}
+
+std::string default_model_path() {
+  if (const char* e = std::getenv("MINFER_DEFAULT_MODEL"); e && *e) return e;
+  const std::filesystem::path src = MINFER_SOURCE_DIR "/tests/data/qwen3-xs-f16.gguf";
+  if (std::filesystem::exists(src)) return src.string();
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (auto p : {exe.parent_path() / "qwen3-xs-f16.gguf", exe.parent_path() / "../data/qwen3-xs-f16.gguf"})
+      if (std::filesystem::exists(p)) return p.string();
+  }
+  return src.string();
+}
+
+Loaded load_model(const ModelArgs& a) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string path = a.model.empty() ? default_model_path() : a.model;
+  if (!std::filesystem::exists(path)) throw std::runtime_error(fmt::format("model file '{}' does not exist", path));
+  Loaded l;
+  l.file = std::make_shared<const gguf::File>(path);
+  const std::string arch(l.file->get_string_or("general.architecture", ""));
+  const auto archs = models::architectures();
+  if (std::find(archs.begin(), archs.end(), arch) == archs.end()) {
+    std::string list;
+    for (const auto& s : archs) list += (list.empty() ? "" : ", ") + s;
+    throw std::runtime_error(fmt::format("{}: unsupported architecture '{}' (supported: {})", path, arch, list));
+  }
+  l.tok.emplace(tokenizer::Tokenizer::from_gguf(*l.file));
+  l.backend = create_backend(a.device, a.threads);
+  l.model = models::load(l.file, *l.backend);
+  l.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return l;
+}
+
+SessionParams session_params(const ModelArgs& a) {
+  SessionParams p;
+  p.n_ctx = a.n_ctx;
+  p.n_batch = a.n_batch;
+  auto t = dtype_from_name(a.kv_type);
+  if (!t) throw std::invalid_argument(fmt::format("--cache-type {}: unknown dtype", a.kv_type));
+  p.kv_type = *t;
+  return p;
+}
+
+int run_main(const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace minfer::examples

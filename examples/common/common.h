@@ -1,0 +1,55 @@
+// Shared pieces of the example programs: llama.cpp-style flags, model loading, error handling.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "gguf/gguf.h"
+#include "runtime/model.h"
+#include "runtime/sampler.h"
+#include "runtime/session.h"
+#include "tensor/backend.h"
+#include "tokenizer/tokenizer.h"
+
+namespace minfer::examples {
+
+struct ModelArgs {
+  std::string model;          ///< -m; empty: the default model
+  std::string device = "auto";
+  int threads = 0;            ///< -t
+  int n_ctx = 0;              ///< -c
+  int n_batch = 512;          ///< -b
+  std::string kv_type = "f16";
+};
+
+/// -m -c -b -t --device --cache-type.
+void add_model_flags(CLI::App& app, ModelArgs& a);
+/// --temp --top-k --top-p --min-p --repeat-penalty --repeat-last-n --presence-penalty
+/// --frequency-penalty --seed.
+void add_sampling_flags(CLI::App& app, SamplerParams& p);
+
+/// The small model committed in the repo (tests/data/qwen3-xs-f16.gguf): $MINFER_DEFAULT_MODEL,
+/// else the source tree's copy, else next to the executable.
+std::string default_model_path();
+
+struct Loaded {
+  std::unique_ptr<Backend> backend;
+  std::shared_ptr<const gguf::File> file;
+  std::unique_ptr<Model> model;
+  std::optional<tokenizer::Tokenizer> tok;
+  double load_ms = 0;
+};
+
+/// Opens the GGUF, creates the backend and the model, and the tokenizer. Throws with a clear
+/// message for a missing file, a non-GGUF file or an unsupported architecture.
+Loaded load_model(const ModelArgs& a);
+
+SessionParams session_params(const ModelArgs& a);
+
+/// Runs `body`, turning exceptions into "error: <message>" on stderr and exit code 1.
+int run_main(const std::function<int()>& body);
+
+}  // namespace minfer::examples

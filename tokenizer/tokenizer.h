@@ -1,0 +1,105 @@
+// Byte-level BPE tokenizer with the Qwen2 pre-tokenizer (GGUF `tokenizer.ggml.model = "gpt2"`,
+// `tokenizer.ggml.pre = "qwen2"`), matching Hugging Face `tokenizers` on Qwen2/Qwen3 vocabularies.
+//
+// encode(text):
+//   1. Special tokens (parse_special only): the text is scanned left to right and at each position
+//      the longest control or user-defined token text that starts there is emitted as its id; the
+//      text between them goes through steps 2-4. With parse_special off, "<|im_end|>" is plain
+//      text (it is then split into '<', '|', 'im', '_end', '|', '>'-like pieces by BPE).
+//      (llama.cpp and HF always split user-defined tokens such as <think>; here both kinds follow
+//      the flag, so untrusted text can never inject any added token.)
+//   2. NFC normalization (utf8proc) — the Qwen2 normalizer. Input that is not NFC therefore does
+//      not round-trip byte for byte: decode(encode(s)) == NFC(s).
+//   3. Pre-tokenization with the Qwen2 regex (tokenizer/pretokenizer.h).
+//   4. Byte-level BPE of each piece (tokenizer/bpe.h).
+//   Text that is not well-formed UTF-8 is rejected with std::invalid_argument.
+//
+// decode(ids): concatenation of token_to_piece(id). The result is raw bytes and may end inside a
+// multi-byte character (use StreamDecoder for incremental output, utf8_replace_invalid() to clean).
+//
+// Thread safety: all const member functions may be called concurrently.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tokenizer/bpe.h"
+#include "tokenizer/flat_index.h"
+#include "tokenizer/pretokenizer.h"
+#include "tokenizer/vocab.h"
+
+namespace minfer::gguf {
+class File;
+}
+
+namespace minfer::tokenizer {
+
+class Tokenizer {
+ public:
+  /// Reads the vocabulary from GGUF metadata (see vocab_from_gguf in tokenizer/vocab_gguf.h).
+  static Tokenizer from_gguf(const gguf::File& file);
+
+  /// Builds the indices. Throws std::invalid_argument for a malformed vocabulary: unsupported
+  /// model / pre-tokenizer, empty or duplicate token text, token_types length mismatch, a merge that
+  /// references an unknown token, a special id out of range.
+  explicit Tokenizer(Vocab vocab);
+
+  /// Token ids of `text` (UTF-8). `parse_special`: match control and user-defined token texts (see
+  /// the file comment). `add_bos`: prepend bos_id() (std::logic_error when the vocabulary has none).
+  /// Throws std::invalid_argument when the text is not well-formed UTF-8.
+  std::vector<int32_t> encode(std::string_view text, bool parse_special, bool add_bos = false) const;
+
+  /// Bytes of the tokens, concatenated; `skip_special` drops control and unknown tokens.
+  /// Throws std::out_of_range naming the first id outside [0, n_vocab()).
+  std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;
+
+  /// Bytes of one token: normal tokens are byte-level decoded; control, unknown and user-defined
+  /// tokens are their literal text (control/unknown: empty when `skip_special`); unused tokens are
+  /// empty. Throws std::out_of_range naming the id.
+  const std::string& token_to_piece(int32_t id, bool skip_special = false) const;
+
+  /// The stored token text (byte-level alphabet for normal tokens). Throws std::out_of_range.
+  const std::string& token_text(int32_t id) const;
+
+  int32_t n_vocab() const { return static_cast<int32_t>(vocab_.tokens.size()); }
+  int32_t bos_id() const { return vocab_.bos_id; }  ///< -1 when none
+  int32_t eos_id() const { return vocab_.eos_id; }  ///< -1 when none
+  int32_t pad_id() const { return vocab_.pad_id; }  ///< -1 when none
+  /// End of turn: the id of "<|im_end|>" when the vocabulary has it, else eos_id().
+  int32_t eot_id() const { return eot_id_; }
+  /// The file's add_bos_token flag (false for Qwen).
+  bool add_bos_default() const { return vocab_.add_bos; }
+
+  /// End of generation: eos_id(), "<|im_end|>" or "<|endoftext|>". Out-of-range ids are false.
+  bool is_eog(int32_t id) const;
+
+  /// Type of a token. Throws std::out_of_range naming the id.
+  TokenType token_type(int32_t id) const;
+
+  /// The id whose stored text is exactly `text` (any token type), if any.
+  std::optional<int32_t> find_token(std::string_view text) const;
+
+  const Vocab& vocab() const { return vocab_; }
+  size_t n_merges() const { return bpe_.n_merges(); }
+
+ private:
+  void check_id(int32_t id) const;
+  void encode_text(std::string_view text, std::vector<int32_t>& out) const;
+  /// Longest special token starting at text[pos], or -1.
+  int32_t match_special(std::string_view text, size_t pos) const;
+
+  Vocab vocab_;
+  TextIndex token_to_id_;
+  BpeModel bpe_;
+  PreTokenizer pre_;
+  std::vector<std::string> pieces_;       ///< token_to_piece(id, false)
+  std::vector<int32_t> special_by_byte_[256];  ///< special ids by first byte, longest first
+  std::vector<int32_t> eog_ids_;
+  int32_t eot_id_ = -1;
+};
+
+}  // namespace minfer::tokenizer
