@@ -1,0 +1,52 @@
+// minfer-perplexity: llama.cpp's perplexity method (non-overlapping chunks of -c tokens, each
+// scored on its second half). Prints a final line `PPL = <value> +/- <stderr>`.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "common/common.h"
+#include "runtime/perplexity.h"
+
+using namespace minfer;
+
+int main(int argc, char** argv) {
+  return examples::run_main([&] {
+    CLI::App app{"minfer-perplexity: perplexity of a model over a text file"};
+    examples::ModelArgs margs;
+    margs.n_ctx = 512;
+    std::string file;
+    int chunks = -1;
+    examples::add_model_flags(app, margs);
+    app.add_option("-f,--file", file, "text file to score")->required();
+    app.add_option("--chunks", chunks, "max chunks to score (-1: all)");
+    CLI11_PARSE(app, argc, argv);
+
+    std::ifstream in(file);
+    if (!in) throw std::runtime_error(fmt::format("cannot read '{}'", file));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    auto L = examples::load_model(margs);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto tokens = L.tok->encode(ss.str(), /*parse_special=*/false, L.tok->add_bos_default());
+    auto sp = examples::session_params(margs);
+    if (sp.n_ctx <= 0) throw std::invalid_argument("-c must be positive for perplexity");
+    sp.n_batch = std::max(sp.n_batch, sp.n_ctx);  // one forward pass per chunk
+    Session session(*L.model, *L.backend, sp);
+    std::fprintf(stderr, "%s: %zu tokens, n_ctx %d, scoring %d chunks on %s\n", file.c_str(), tokens.size(), sp.n_ctx,
+                 chunks > 0 ? std::min<int>(chunks, static_cast<int>(tokens.size() / static_cast<size_t>(sp.n_ctx)))
+                            : static_cast<int>(tokens.size() / static_cast<size_t>(sp.n_ctx)),
+                 std::string(L.backend->name()).c_str());
+    auto r = perplexity(session, tokens, chunks, [](int32_t c, double ppl) {
+      std::fprintf(stderr, "[%d]%.4f ", c + 1, ppl);
+      std::fflush(stderr);
+    });
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "\n%lld tokens scored in %.1f s (%.0f tok/s evaluated)\n", static_cast<long long>(r.n_scored), s,
+                 r.n_chunks * static_cast<double>(sp.n_ctx) / s);
+    std::printf("PPL = %.4f +/- %.5f\n", r.ppl, r.ppl_stderr);
+    return 0;
+  });
+}
