@@ -71,15 +71,20 @@ void check_attention(const AttnCase& c) {
                            c.past, dtype_name(c.kv_type), static_cast<int>(c.impl)));
 }
 
-TEST(OpAttention, GqaRatiosPastsDtypesNaiveAndBlocked) {
+class OpAttentionKv : public ::testing::TestWithParam<DType> {};
+
+TEST_P(OpAttentionKv, GqaRatiosPastsNaiveAndBlocked) {
+  const DType kv = GetParam();
   for (auto impl : {ops::AttentionImpl::NAIVE, ops::AttentionImpl::BLOCKED})
-    for (int64_t ratio : {1, 2, 7})
-      for (DType kv : {DType::F32, DType::F16, DType::Q8_0}) {
+    for (int64_t ratio : {1, 2, 7}) {
         check_attention({64, 2 * ratio, 2, 7, 40, 0, kv, impl});     // prefill
         check_attention({64, 2 * ratio, 2, 1, 200, 133, kv, impl});  // decode at depth (several KV blocks)
         check_attention({32, ratio, 1, 33, 100, 50, kv, impl});      // verify-like batch with a past
       }
 }
+
+INSTANTIATE_TEST_SUITE_P(KvDtype, OpAttentionKv, ::testing::Values(DType::F32, DType::F16, DType::Q8_0),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 TEST(OpAttention, ScoresDoNotOverflowF16) {
   // Two 128-dim vectors of 24.0 have a dot of 73,728, over f16's 65,504.

@@ -56,11 +56,11 @@ void run_binary(Op op, const BinaryCase& c) {
   expect_close(r.values, R.v, 1e-10, std::string(op_name(op)) + " " + describe(*a) + " x " + describe(*b));
 }
 
-TEST(OpElementwise, AddMulSwigluAllSizesDtypesBroadcastAndViews) {
-  for (Op op : {Op::ADD, Op::MUL, Op::SWIGLU})
-    for (int64_t n : kSizes)
-      for (DType ta : {DType::F32, DType::F16})
-        for (DType tb : {DType::F32, DType::F16})
+class OpBinary : public ::testing::TestWithParam<std::tuple<Op, DType, DType>> {};
+
+TEST_P(OpBinary, AllSizesBroadcastAndViews) {
+  const auto [op, ta, tb] = GetParam();
+  for (int64_t n : kSizes)
           for (bool strided : {false, true}) {
             const int64_t n1 = n > 64 ? 3 : 5;
             BinaryCase c{{n, n1, 2, 1}, {n, n1, 2, 1}, ta, tb, strided};
@@ -69,6 +69,16 @@ TEST(OpElementwise, AddMulSwigluAllSizesDtypesBroadcastAndViews) {
             run_binary(op, c);
           }
 }
+
+INSTANTIATE_TEST_SUITE_P(AddMulSwiglu, OpBinary,
+                         ::testing::Combine(::testing::Values(Op::ADD, Op::MUL, Op::SWIGLU),
+                                            ::testing::Values(DType::F32, DType::F16),
+                                            ::testing::Values(DType::F32, DType::F16)),
+                         [](const auto& info) {
+                           return std::string(op_name(std::get<0>(info.param))) + "_" +
+                                  std::string(dtype_name(std::get<1>(info.param))) + "_" +
+                                  std::string(dtype_name(std::get<2>(info.param)));
+                         });
 
 TEST(OpElementwise, ScaleAndSilu) {
   for (int64_t n : kSizes)
@@ -121,9 +131,11 @@ TEST(OpElementwise, ConcatEveryDim) {
     }
 }
 
-TEST(OpElementwise, GetRowsEveryDtype) {
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                  DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+class OpGetRowsDtype : public ::testing::TestWithParam<DType> {};
+
+TEST_P(OpGetRowsDtype, RowsDecodeExactly) {
+  {
+    const DType t = GetParam();
     const int64_t n_embd = dtype_block_size(t) == 256 ? 512 : 64, n_rows = 11;
     Tensor *table = nullptr, *ids = nullptr;
     LeafData data([&](Tensor& leaf) {
@@ -146,6 +158,12 @@ TEST(OpElementwise, GetRowsEveryDtype) {
   }
 }
 
+INSTANTIATE_TEST_SUITE_P(EveryDtype, OpGetRowsDtype,
+                         ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+                                           DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
+                                           DType::Q6_K),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
 TEST(OpElementwise, GetRowsRejectsOutOfRangeId) {
   Tensor* table = nullptr;
   LeafData data([&](Tensor& leaf) {
@@ -163,9 +181,11 @@ TEST(OpElementwise, GetRowsRejectsOutOfRangeId) {
   }
 }
 
-TEST(OpElementwise, CastBetweenDtypesAndStridedCopy) {
-  for (DType from : {DType::F32, DType::F16, DType::BF16})
-    for (DType to : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
+class OpCast : public ::testing::TestWithParam<DType> {};
+
+TEST_P(OpCast, FromEveryFloatType) {
+  const DType to = GetParam();
+  for (DType from : {DType::F32, DType::F16, DType::BF16}) {
       const int64_t n0 = dtype_block_size(to) == 256 ? 256 : 64;
       Tensor* a = nullptr;
       LeafData data;
@@ -180,6 +200,14 @@ TEST(OpElementwise, CastBetweenDtypesAndStridedCopy) {
                          : to == DType::Q6_K ? 2e-3 : 1e-2;
       expect_close(r.values, A.v, tol, "cast " + std::string(dtype_name(from)) + " -> " + std::string(dtype_name(to)));
     }
+}
+
+INSTANTIATE_TEST_SUITE_P(ToDtype, OpCast,
+                         ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K,
+                                           DType::Q6_K),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(OpElementwise, StridedCopy) {
   // A transposed (strided) source copied into a contiguous f16 tensor.
   Tensor* a = nullptr;
   LeafData data;
