@@ -8,6 +8,12 @@ foreach(t minfer_tokenizer minfer_sampler minfer_runtime minfer_models minfer_cu
     list(APPEND MINFER_EXPORTED ${t})
   endif()
 endforeach()
+# Exported as minfer::<name without the minfer_ prefix>: minfer::tensor, minfer::ops, minfer::models ...
+foreach(t ${MINFER_EXPORTED})
+  string(REPLACE "minfer_" "" short ${t})
+  set_target_properties(${t} PROPERTIES EXPORT_NAME ${short})
+  target_include_directories(${t} INTERFACE $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/minfer>)
+endforeach()
 install(TARGETS ${MINFER_EXPORTED} EXPORT minferTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 foreach(dir tensor ops gguf tokenizer runtime models)
