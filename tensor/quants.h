@@ -19,15 +19,17 @@ namespace minfer {
 /// Decodes `n` elements of dtype `type` at `src` into f32 `dst` exactly as the GGUF block
 /// definitions say. Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K,
 /// Q4_K, Q5_K, Q6_K, Q8_K. I32 is converted value-wise. Throws std::invalid_argument otherwise.
-/// Bit-exact with ggml's dequantize_row_* (same f32 operations, no FMA contraction).
+/// Bit-exact with ggml's dequantize_row_* (same f32 operations in the same order).
 void dequantize_row(DType type, const void* src, float* dst, int64_t n);
 
 /// Encodes `n` f32 values into dtype `type` at `dst`. For block types a per-block scale search
 /// picks scales at least as good (in squared error) as round-to-nearest with the best single
 /// scale; F16/BF16 round to nearest even. Output is deterministic.
 /// Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q8_1: exhaustive scoring of f16-rounded candidate scales (ggml's
-/// reference encodings, absmax round-to-nearest, a sweep, least-squares refits); K-quants:
-/// llama-quantize's searches without an importance matrix; Q8_K: as quantize_row_activations.
+/// reference encodings, absmax round-to-nearest, a sweep, least-squares refits), so never worse
+/// per block than llama-quantize; K-quants: llama-quantize's searches without an importance
+/// matrix (byte-identical output to llama-quantize); Q8_K: as
+/// quantize_row_activations. Every element decodes to the nearest level of its block's grid.
 /// Throws std::invalid_argument for block types when the input holds inf/NaN or a block's
 /// magnitude needs a scale beyond the f16 range (|x| above ~65504 * levels).
 void quantize_row(DType type, const float* src, void* dst, int64_t n);

@@ -1,0 +1,113 @@
+// The programs as a user runs them: the default run works, bad input gives a clear message and a
+// non-zero exit code.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "common/test_util.h"
+#include "gguf/gguf.h"
+
+namespace minfer::test {
+namespace {
+
+struct Result {
+  int code;
+  std::string out;  // stdout and stderr together
+};
+
+Result run(const std::string& cmd) {
+  Result r{-1, {}};
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+const std::string gen = MINFER_GENERATE_BIN;
+
+TEST(Cli, DefaultRunGeneratesText) {
+  auto r = run(gen + " -n 8 --temp 0 --device cpu");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("def fibonacci(n):"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("decode:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tok/s"), std::string::npos) << r.out;
+}
+
+TEST(Cli, JsonOutputHasIdsTextAndTimings) {
+  auto r = run(gen + " -n 6 --temp 0 --json --device cpu");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["ids"].size(), 6u);
+  EXPECT_FALSE(j["prompt_ids"].empty());
+  EXPECT_TRUE(j["text"].is_string());
+  EXPECT_GT(j["timings"]["decode_tok_s"].get<double>(), 0.0);
+  EXPECT_GT(j["timings"]["prefill_tok_s"].get<double>(), 0.0);
+  // Greedy is deterministic: the same command gives the same ids.
+  auto again = nlohmann::json::parse(run(gen + " -n 6 --temp 0 --json --device cpu").out);
+  EXPECT_EQ(j["ids"], again["ids"]);
+}
+
+TEST(Cli, MissingFileIsAClearError) {
+  auto r = run(gen + " -m /nonexistent/model.gguf");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("error: model file '/nonexistent/model.gguf' does not exist"), std::string::npos) << r.out;
+}
+
+TEST(Cli, NonGgufFileIsAClearError) {
+  auto path = std::filesystem::temp_directory_path() / "minfer_not_a_gguf.txt";
+  std::ofstream(path) << "this is not a model\n";
+  auto r = run(gen + " -m " + path.string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("error:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("magic"), std::string::npos) << r.out;
+}
+
+TEST(Cli, UnsupportedArchitectureIsAClearError) {
+  auto path = std::filesystem::temp_directory_path() / "minfer_llama_arch.gguf";
+  gguf::Writer w;
+  w.set_string("general.architecture", "falcon-h1");
+  w.write(path);
+  auto r = run(gen + " -m " + path.string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("unsupported architecture 'falcon-h1'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("qwen3"), std::string::npos) << r.out;  // lists the supported ones
+}
+
+TEST(Cli, PromptLongerThanTheContextIsAClearError) {
+  auto r = run(gen + " -c 8 -p 'import os\nimport sys\nimport json\nimport time\n' --device cpu");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("but the context holds 8"), std::string::npos) << r.out;
+}
+
+TEST(Cli, GenerationStopsCleanlyWhenTheContextIsFull) {
+  auto r = run(gen + " -c 16 -n 100 --temp 0 --device cpu");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("context full"), std::string::npos) << r.out;
+}
+
+TEST(Cli, ImpossibleContextIsAnOutOfMemoryMessage) {
+  auto r = run(gen + " -c 2000000000 --device cpu");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("use a smaller -c"), std::string::npos) << r.out;
+}
+
+TEST(Cli, PerplexityPrintsTheFinalLine) {
+  auto text = fixture("text/python-val.txt");
+  if (text.empty()) GTEST_SKIP() << "fixtures not found under " << fixtures_dir();
+  auto r = run(std::string(MINFER_PERPLEXITY_BIN) + " -f " + text.string() + " -c 128 --chunks 2 --device cpu");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("PPL = "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" +/- "), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace minfer::test
