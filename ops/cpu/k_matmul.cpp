@@ -68,7 +68,9 @@ void k_mul_mat(KernelContext& kc, Tensor& dst) {
     }
   });
 
-  // Rows of the weight in blocks; each block runs all columns tile by tile.
+  // Rows of the weight in blocks; each block runs all columns tile by tile. The kernel is looked up
+  // once: vec_dot() would re-check its arguments for every (row, column) pair.
+  const VecDotFn dot = vec_dot_function(a.type);
   const int64_t row_block = 16;
   const int64_t mblocks = (M + row_block - 1) / row_block;
   kc.pool.parallel_for(B2 * B3 * mblocks, 1, [&](int64_t lo, int64_t hi) {
@@ -82,7 +84,7 @@ void k_mul_mat(KernelContext& kc, Tensor& dst) {
           const void* wrow = row_ptr(a, m, i2 / r2, i3 / r3);
           for (int64_t n = n0; n < n1; ++n) {
             const uint8_t* arow = act.data() + static_cast<size_t>(n + N * (i2 + B2 * i3)) * act_row;
-            reinterpret_cast<float*>(row_ptr(dst, n, i2, i3))[m] = vec_dot(a.type, K, wrow, arow);
+            reinterpret_cast<float*>(row_ptr(dst, n, i2, i3))[m] = dot(K, wrow, arow);
           }
         }
       }
