@@ -1,0 +1,36 @@
+// minfer-server: an OpenAI-compatible HTTP server (see server.h for the API).
+//   minfer-server -m model.gguf --port 8080
+//   curl localhost:8080/v1/chat/completions -d '{"messages":[{"role":"user","content":"hi"}]}'
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "server.h"
+
+using namespace minfer;
+
+int main(int argc, char** argv) {
+  return examples::run_main([&] {
+    CLI::App app{"minfer-server: OpenAI-compatible HTTP API"};
+    examples::ModelArgs margs;
+    server::ServerParams sp;
+    std::string host = "127.0.0.1";
+    int port = 8080;
+    examples::add_model_flags(app, margs);
+    app.add_option("--host", host, "address to listen on");
+    app.add_option("--port", port, "port to listen on");
+    app.add_option("-n,--n-predict", sp.n_predict_default, "max_tokens when a request gives none");
+    app.add_option("--alias", sp.model_name, "model id reported by the API");
+    CLI11_PARSE(app, argc, argv);
+    auto L = examples::load_model(margs);
+    server::Server srv(L, examples::session_params(margs), sp);
+    httplib::Server http;
+    srv.install(http);
+    if (!http.bind_to_port(host, port))
+      throw std::runtime_error(fmt::format("cannot listen on {}:{}", host, port));
+    std::fprintf(stderr, "minfer-server: %s on %s, listening on http://%s:%d\n", L.file->name().c_str(),
+                 std::string(L.backend->name()).c_str(), host.c_str(), port);
+    http.listen_after_bind();
+    return 0;
+  });
+}
