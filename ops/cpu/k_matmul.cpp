@@ -69,9 +69,10 @@ void k_mul_mat(KernelContext& kc, Tensor& dst) {
   });
 
   // Rows of the weight in blocks; each block runs all columns tile by tile. The kernel is looked up
-  // once: vec_dot() would re-check its arguments for every (row, column) pair.
+  // once: vec_dot() would re-check its arguments for every (row, column) pair. A block holds at
+  // least ~64k multiply-adds so that waking threads never costs more than the work.
   const VecDotFn dot = vec_dot_function(a.type);
-  const int64_t row_block = 16;
+  const int64_t row_block = std::max<int64_t>(16, (int64_t{1} << 16) / std::max<int64_t>(1, K * N));
   const int64_t mblocks = (M + row_block - 1) / row_block;
   kc.pool.parallel_for(B2 * B3 * mblocks, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t job = lo; job < hi; ++job) {

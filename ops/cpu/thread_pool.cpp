@@ -2,7 +2,21 @@
 
 #include <algorithm>
 
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
+#define MINFER_PAUSE() _mm_pause()
+#else
+#define MINFER_PAUSE() std::this_thread::yield()
+#endif
+
 namespace minfer::cpu {
+namespace {
+
+// A few microseconds of spinning before sleeping: enough to catch the next kernel of a graph,
+// short enough not to starve other processes when the machine is oversubscribed.
+constexpr int kSpinIterations = 2000;
+
+}  // namespace
 
 ThreadPool::ThreadPool(int n_threads) {
   if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -12,7 +26,7 @@ ThreadPool::ThreadPool(int n_threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
   wake_.notify_all();
   for (auto& t : workers_) t.join();
@@ -35,17 +49,22 @@ void ThreadPool::run_chunks() {
 void ThreadPool::worker_loop() {
   uint64_t seen = 0;
   for (;;) {
-    {
+    bool got = false;
+    for (int i = 0; i < kSpinIterations; ++i) {
+      if (generation_.load(std::memory_order_acquire) != seen || stop_.load(std::memory_order_relaxed)) {
+        got = true;
+        break;
+      }
+      MINFER_PAUSE();
+    }
+    if (!got) {
       std::unique_lock<std::mutex> lk(mu_);
-      wake_.wait(lk, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
+      wake_.wait(lk, [&] { return stop_.load() || generation_.load() != seen; });
     }
+    if (stop_.load()) return;
+    seen = generation_.load(std::memory_order_acquire);
     run_chunks();
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      if (--active_ == 0) done_.notify_one();
-    }
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 
@@ -58,22 +77,22 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
     return;
   }
   // About four chunks per thread balances uneven rows without much scheduling traffic.
-  const int64_t chunk = std::max(grain, (n + 4 * nt - 1) / (4 * nt));
+  fn_ = &fn;
+  n_ = n;
+  chunk_ = std::max(grain, (n + 4 * nt - 1) / (4 * nt));
+  next_.store(0);
+  error_ = nullptr;
+  pending_.store(static_cast<int>(workers_.size()), std::memory_order_release);
   {
+    // Publishing under the mutex pairs with the sleepers' predicate check (no lost wake-up).
     std::lock_guard<std::mutex> lk(mu_);
-    fn_ = &fn;
-    n_ = n;
-    chunk_ = chunk;
-    next_.store(0);
-    error_ = nullptr;
-    active_ = static_cast<int>(workers_.size());
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_acq_rel);
   }
   wake_.notify_all();
   run_chunks();
-  {
-    std::unique_lock<std::mutex> lk(mu_);
-    done_.wait(lk, [&] { return active_ == 0; });
+  for (int i = 0; pending_.load(std::memory_order_acquire) != 0; ++i) {
+    if (i < kSpinIterations) MINFER_PAUSE();
+    else std::this_thread::yield();  // a worker was descheduled: give it the core
   }
   if (error_) std::rethrow_exception(error_);
 }

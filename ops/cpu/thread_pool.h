@@ -1,9 +1,15 @@
 // A fixed pool of worker threads for data-parallel kernels.
+//
+// A graph runs dozens of small kernels per token, so waking workers must be cheap: workers spin
+// briefly on an atomic job counter before they sleep on a condition variable, and the caller
+// spins on the completion counter, yielding once the spin runs out. Kernels should still give
+// tiny jobs a grain large enough that they run inline.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -23,7 +29,7 @@ class ThreadPool {
 
   /// Calls fn(begin, end) over [0, n) split into chunks of at least `grain` items, on all threads
   /// (the caller included), and returns when every chunk is done. Exceptions from fn are
-  /// rethrown here (the first one).
+  /// rethrown here (the first one). Not reentrant: one parallel_for at a time.
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
@@ -32,10 +38,10 @@ class ThreadPool {
 
   std::vector<std::thread> workers_;
   std::mutex mu_;
-  std::condition_variable wake_, done_;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
-  int active_ = 0;
+  std::condition_variable wake_;
+  std::atomic<uint64_t> generation_{0};  // bumped per job
+  std::atomic<int> pending_{0};          // workers still inside the current job
+  std::atomic<bool> stop_{false};
 
   // The current job.
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
