@@ -28,7 +28,7 @@ std::unique_ptr<Backend> create_backend(std::string_view device, int n_threads) 
       throw std::runtime_error(fmt::format("--device {}: no such CUDA device ({} found)", device, cuda::device_count()));
     return std::make_unique<CudaBackend>(index);
 #else
-    throw std::runtime_error(fmt::format("--device {}: this build has no CUDA backend (configure with -DMINFER_CUDA=ON)", device));
+    throw std::runtime_error(fmt::format("--device {}: this build has no CUDA backend (nvcc was not found when it was configured, or -DMINFER_CUDA=OFF)", device));
 #endif
   }
   throw std::invalid_argument(fmt::format("unknown device '{}' (cpu, cuda, cuda:N, auto)", device));

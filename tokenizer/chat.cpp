@@ -20,7 +20,7 @@ bool is_tool_response(std::string_view s) {
 
 void check_role(const ChatMessage& m) {
   if (m.role != "system" && m.role != "user" && m.role != "assistant" && m.role != "tool") {
-    throw std::invalid_argument("format_chatml: unsupported message role '" + m.role + "'");
+    throw std::invalid_argument("unsupported chat role '" + m.role + "' (system, user, assistant or tool)");
   }
 }
 

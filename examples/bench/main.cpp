@@ -22,8 +22,17 @@ std::vector<int> parse_list(const std::string& s) {
   std::vector<int> v;
   std::stringstream ss(s);
   std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) v.push_back(std::stoi(item));
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    size_t used = 0;
+    int x = -1;
+    try {
+      x = std::stoi(item, &used);
+    } catch (const std::exception&) {
+    }
+    if (used != item.size() || x < 0) throw std::invalid_argument(fmt::format("'{}' is not a list of non-negative numbers", s));
+    v.push_back(x);
+  }
   return v;
 }
 
@@ -54,8 +63,8 @@ int main(int argc, char** argv) {
     app.add_option("-p,--n-prompt", p_list, "prefill sizes, comma-separated (0: none)");
     app.add_option("-n,--n-gen", n_list, "decode lengths, comma-separated (0: none)");
     app.add_option("-d,--n-depth", d_list, "KV depths the tests start from, comma-separated");
-    app.add_option("-r,--repetitions", reps, "timed repetitions after one warm-up");
-    app.add_option("-o,--output", output, "md or json");
+    app.add_option("-r,--repetitions", reps, "timed repetitions after one warm-up")->check(CLI::PositiveNumber);
+    app.add_option("-o,--output", output, "md or json")->check(CLI::IsMember({"md", "json"}));
     CLI11_PARSE(app, argc, argv);
     if (reps < 1) throw std::invalid_argument("-r must be at least 1");
 

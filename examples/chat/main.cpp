@@ -1,6 +1,6 @@
 // minfer-chat: interactive multi-turn chat in the model's ChatML format. The KV cache is kept
 // across turns: each turn evaluates only the tokens that follow what the cache already holds.
-// Commands: /reset clears the conversation, /quit (or end of input) leaves.
+// Commands: /reset clears the conversation, /help lists the commands, /quit (or end of input) leaves.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -46,6 +46,11 @@ int main(int argc, char** argv) {
         msgs.resize(system.empty() ? 0 : 1);
         cached.clear();
         session.reset();
+        std::fprintf(stderr, "[conversation cleared]\n");
+        continue;
+      }
+      if (line == "/help") {
+        std::fprintf(stderr, "/reset clears the conversation, /quit leaves; anything else is your message\n");
         continue;
       }
       if (line.empty()) continue;
@@ -75,6 +80,8 @@ int main(int argc, char** argv) {
       // The cache holds every generated token but the last (it was sampled, never evaluated).
       cached.insert(cached.end(), r.ids.begin(), r.ids.end() - (r.ids.empty() ? 0 : 1));
       msgs.push_back({"assistant", r.text});
+      std::printf("\n");
+      std::fflush(stdout);
       std::fprintf(stderr, "\n[%zu tokens, %.1f tok/s%s]\n", r.ids.size(), r.decode_tok_s(),
                    r.stop_reason == "context" ? ", context full: /reset" : "");
     }

@@ -14,15 +14,17 @@ namespace minfer::examples {
 
 void add_model_flags(CLI::App& app, ModelArgs& a) {
   app.add_option("-m,--model", a.model, "GGUF model file (default: the small model shipped in the repo)");
-  app.add_option("-c,--ctx-size", a.n_ctx, "context size in tokens (0: the model's, capped by memory)");
-  app.add_option("-b,--batch-size", a.n_batch, "max tokens per forward pass");
-  app.add_option("-t,--threads", a.threads, "CPU threads (0: all)");
+  app.option_defaults()->always_capture_default();
+  app.add_option("-c,--ctx-size", a.n_ctx, "context size in tokens (0: the model's, capped by memory)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("-b,--batch-size", a.n_batch, "max tokens per forward pass")->check(CLI::PositiveNumber);
+  app.add_option("-t,--threads", a.threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
   app.add_option("--device", a.device, "cpu, cuda, cuda:N or auto (cuda when a GPU is present)");
   app.add_option("--cache-type", a.kv_type, "KV cache dtype: f16, f32 or q8_0");
 }
 
 void add_sampling_flags(CLI::App& app, SamplerParams& p) {
-  app.add_option("--temp", p.temp, "temperature (<= 0: greedy)");
+  app.add_option("--temp", p.temp, "temperature (<= 0: greedy)")->capture_default_str();
   app.add_option("--top-k", p.top_k, "top-k (<= 0: off)");
   app.add_option("--top-p", p.top_p, "top-p (>= 1: off)");
   app.add_option("--min-p", p.min_p, "min-p (<= 0: off)");
@@ -30,7 +32,7 @@ void add_sampling_flags(CLI::App& app, SamplerParams& p) {
   app.add_option("--repeat-last-n", p.repeat_last_n, "tokens the penalties look back (-1: all)");
   app.add_option("--presence-penalty", p.presence_penalty, "presence penalty");
   app.add_option("--frequency-penalty", p.frequency_penalty, "frequency penalty");
-  app.add_option("-s,--seed", p.seed, "RNG seed (default: random)");
+  app.add_option("-s,--seed", p.seed, "RNG seed (default: random, printed at start)");
 }
 
 std::string default_model_path() {
@@ -62,6 +64,9 @@ Loaded load_model(const ModelArgs& a) {
   l.tok.emplace(tokenizer::Tokenizer::from_gguf(*l.file));
   l.backend = create_backend(a.device, a.threads);
   l.model = models::load(l.file, *l.backend);
+  if (a.n_ctx > l.model->hparams().n_ctx_train)
+    std::fprintf(stderr, "warning: -c %d exceeds the context the model was trained with (%d); quality will drop past it\n",
+                 a.n_ctx, l.model->hparams().n_ctx_train);
   l.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return l;
 }

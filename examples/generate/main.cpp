@@ -21,19 +21,20 @@ int main(int argc, char** argv) {
     SamplerParams sp;
     std::string prompt = "def fibonacci(n):\n    ", prompt_file, system;
     int n_predict = 128;
-    bool chat = false, no_think = false, json = false, show_prompt = true;
+    bool chat = false, no_think = false, json = false, no_show_prompt = false;
     std::vector<std::string> stop;
     examples::add_model_flags(app, margs);
     examples::add_sampling_flags(app, sp);
     app.add_option("-p,--prompt", prompt, "prompt text");
-    app.add_option("-f,--file", prompt_file, "read the prompt from a file");
-    app.add_option("-n,--n-predict", n_predict, "tokens to generate (-1: until end of text or context)");
+    app.add_option("-f,--file", prompt_file, "read the prompt from a file (instead of -p)");
+    app.add_option("-n,--n-predict", n_predict, "tokens to generate (-1: until end of text or context)")
+        ->check(CLI::Range(-1, 1 << 30));
     app.add_flag("--chat", chat, "wrap the prompt as a ChatML user turn (the model's chat format)");
     app.add_option("--system", system, "system message for --chat");
     app.add_flag("--no-think", no_think, "Qwen3 chat: disable thinking (empty think block)");
     app.add_option("--stop", stop, "stop string (repeatable)");
     app.add_flag("--json", json, "print one JSON object (prompt_ids, ids, text, timings) instead of streaming");
-    app.add_flag("!--no-show-prompt", show_prompt, "do not echo the prompt before the completion");
+    app.add_flag("--no-show-prompt", no_show_prompt, "do not echo the prompt before the completion");
     CLI11_PARSE(app, argc, argv);
 
     if (!prompt_file.empty()) {
@@ -68,7 +69,7 @@ int main(int argc, char** argv) {
                    L.file->name().c_str(), L.model->hparams().arch.c_str(), L.model->hparams().n_layer,
                    L.model->hparams().n_embd, std::string(L.backend->name()).c_str(), session.n_ctx(),
                    static_cast<unsigned long long>(sampler.seed()));
-      if (show_prompt) std::fputs(text.c_str(), stdout);
+      if (!no_show_prompt) std::fputs(text.c_str(), stdout);
       std::fflush(stdout);
     }
     auto sink = [&](std::string_view s) {
@@ -84,12 +85,14 @@ int main(int argc, char** argv) {
       j["text"] = r.text;
       j["stop_reason"] = r.stop_reason;
       j["device"] = std::string(L.backend->name());
+      j["seed"] = sampler.seed();
       j["timings"] = {{"prefill_tokens", r.n_prompt_eval}, {"prefill_ms", r.prefill_ms},
                       {"prefill_tok_s", r.prefill_tok_s()}, {"decode_tokens", r.ids.size() > 0 ? r.ids.size() - 1 : 0},
                       {"decode_ms", r.decode_ms}, {"decode_tok_s", r.decode_tok_s()}};
       std::puts(j.dump().c_str());
     } else {
       std::printf("\n");
+      std::fflush(stdout);  // the stats line on stderr must come after the text
       if (r.stop_reason == "context")
         std::fprintf(stderr, "[context full: n_ctx = %d reached after %zu generated tokens; use -c to raise it]\n",
                      session.n_ctx(), r.ids.size());

@@ -101,6 +101,7 @@ Server::Job Server::parse(const json& req, bool chat) const {
   s.presence_penalty = field(req, "presence_penalty", 0.0f);
   s.frequency_penalty = field(req, "frequency_penalty", 0.0f);
   s.seed = field<uint64_t>(req, "seed", kSeedRandom);
+  if (field(req, "n", 1) != 1) throw BadRequest("only 'n': 1 is supported");
   if (!(s.temp >= 0) || !(s.top_p > 0) || !(s.repeat_penalty > 0)) throw BadRequest("sampling parameters out of range");
   job.gen.n_predict = field(req, "max_tokens", params_.n_predict_default);
   if (job.gen.n_predict < 1 || job.gen.n_predict > params_.n_predict_max)
@@ -220,6 +221,14 @@ void Server::install(httplib::Server& http) {
       }
     };
   };
+  // Unknown routes and wrong methods get a JSON error too (OpenAI clients parse every body).
+  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    const char* msg = res.status == 404 ? "no such endpoint" : res.status == 413 ? "request too large (send Content-Type: application/json)"
+                                                                                 : "request failed";
+    res.set_content(error_body(fmt::format("{} {}: {}", req.method, req.path, msg), "invalid_request_error").dump(),
+                    "application/json");
+  });
   http.Post("/v1/completions", handler(false));
   http.Post("/v1/chat/completions", handler(true));
 }

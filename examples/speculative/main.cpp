@@ -26,11 +26,14 @@ int main(int argc, char** argv) {
     app.add_option("--md,--model-draft", draft_path, "draft model GGUF (same vocabulary)")->required();
     app.add_option("-p,--prompt", prompt, "prompt text");
     app.add_option("-n,--n-predict", n_predict, "tokens to generate");
-    app.add_option("--draft-max", spec.n_draft, "max tokens drafted per step");
-    app.add_option("--draft-min", spec.n_draft_min, "min tokens drafted per step");
-    app.add_flag("!--no-adaptive", spec.adaptive, "keep the draft depth fixed at --draft-max");
+    app.add_option("--draft-max", spec.n_draft, "max tokens drafted per step")->check(CLI::Range(1, 64));
+    app.add_option("--draft-min", spec.n_draft_min, "min tokens drafted per step")->check(CLI::Range(1, 64));
+    bool fixed = false;
+    app.add_flag("--no-adaptive", fixed, "keep the draft depth fixed at --draft-max");
     app.add_flag("--compare", compare, "also run plain decoding and report the speedup");
     CLI11_PARSE(app, argc, argv);
+    spec.adaptive = !fixed;
+    if (spec.n_draft_min > spec.n_draft) throw std::invalid_argument("--draft-min must not exceed --draft-max");
 
     auto L = examples::load_model(margs);
     auto draft_file = std::make_shared<const gguf::File>(draft_path);

@@ -3,11 +3,17 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "tensor/tensor.h"
+
+namespace minfer {
+/// GoogleTest prints a DType parameter by name (not as raw bytes).
+inline void PrintTo(DType t, std::ostream* os) { *os << dtype_name(t); }
+}  // namespace minfer
 
 namespace minfer::test {
 

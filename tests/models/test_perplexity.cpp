@@ -20,6 +20,8 @@ struct PplCase {
   double llama_ppl;
 };
 
+void PrintTo(const PplCase& c, std::ostream* os) { *os << c.file; }
+
 class Perplexity : public ::testing::TestWithParam<PplCase> {};
 
 TEST_P(Perplexity, WithinHalfPercentOfLlamaCpp) {

@@ -58,7 +58,9 @@ TEST(Speculative, AcceptanceRuleKeepsTheTargetDistribution) {
     for (size_t t = 0; t < V; ++t) {
       const double sd = std::sqrt(p[0][t] * (1 - p[0][t]) / n);
       EXPECT_NEAR(freq[t], p[0][t], 5 * sd + 1e-4) << "trial " << trial << " token " << t << " (seed " << seed() << ")";
-      if (p[0][t] == 0) EXPECT_EQ(freq[t], 0.0) << "a token the target rules out was emitted";
+      if (p[0][t] == 0) {
+        EXPECT_EQ(freq[t], 0.0) << "a token the target rules out was emitted";
+      }
     }
     if (n_two > 1000)
       for (size_t t = 0; t < V; ++t) {
@@ -91,6 +93,8 @@ struct Pair {
   const char* target;
   const char* draft;
 };
+
+void PrintTo(const Pair& p, std::ostream* os) { *os << p.target << " <- " << p.draft; }
 
 class SpeculativeGreedy : public ::testing::TestWithParam<Pair> {};
 
@@ -128,7 +132,9 @@ TEST_P(SpeculativeGreedy, OutputIdenticalToPlainGreedyDecoding) {
       EXPECT_EQ(ts.n_past(), static_cast<int32_t>(prompt.size() + got.ids.size() - 1));
       std::printf("[ spec ] %s <- %s adaptive=%d: %lld steps, acceptance %.1f%%\n", pr.target, pr.draft, adaptive,
                   static_cast<long long>(dec.stats().n_steps), 100 * dec.stats().acceptance());
-      if (std::string(pr.target) == pr.draft) EXPECT_EQ(dec.stats().n_accepted, dec.stats().n_drafted);
+      if (std::string(pr.target) == pr.draft) {
+        EXPECT_EQ(dec.stats().n_accepted, dec.stats().n_drafted);
+      }
       EXPECT_LT(dec.stats().n_steps, static_cast<int64_t>(got.ids.size()));  // fewer target passes than tokens
     }
   }

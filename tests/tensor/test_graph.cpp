@@ -33,7 +33,9 @@ TEST(Graph, TopologicalOrderSourcesFirst) {
   for (size_t i = 0; i < g.nodes().size(); ++i) idx[g.nodes()[i]] = i;
   for (Tensor* n : g.nodes())
     for (Tensor* s : n->src)
-      if (s && s->op != Op::NONE) EXPECT_LT(idx.at(s), idx.at(n));
+      if (s && s->op != Op::NONE) {
+        EXPECT_LT(idx.at(s), idx.at(n));
+      }
   EXPECT_EQ(g.leafs().size(), 2u);
   EXPECT_EQ(g.nodes().size(), 12u);
 }
@@ -116,7 +118,9 @@ TEST(Graph, OutputsAndInputsAreNeverOverwritten) {
   exec.allocate(c, g);
   // mid is an output: no later node may take its storage.
   for (Tensor* n : g.nodes())
-    if (n != mid) EXPECT_NE(n->data, mid->data) << describe(*n);
+    if (n != mid) {
+      EXPECT_NE(n->data, mid->data) << describe(*n);
+    }
   EXPECT_NE(x->data, mid->data);  // inputs are not taken over in place
 }
 
