@@ -1,0 +1,126 @@
+// Internal to ops/cuda: error checks, the kernel context and tensor descriptors (host code; the
+// device helpers are in device.cuh).
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "tensor/tensor.h"
+
+namespace minfer::cuda {
+
+/// Throws std::runtime_error "<what>: <call> failed: <cuda error> (<file>:<line>)".
+[[noreturn]] void throw_cuda_error(cudaError_t e, const char* call, const char* file, int line, const std::string& what);
+[[noreturn]] void throw_cublas_error(cublasStatus_t s, const char* call, const char* file, int line,
+                                     const std::string& what);
+
+#define MINFER_CUDA_CHECK(call, what)                                                        \
+  do {                                                                                       \
+    const cudaError_t e_ = (call);                                                           \
+    if (e_ != cudaSuccess) ::minfer::cuda::throw_cuda_error(e_, #call, __FILE__, __LINE__, what); \
+  } while (0)
+
+#define MINFER_CUBLAS_CHECK(call, what)                                                          \
+  do {                                                                                           \
+    const cublasStatus_t s_ = (call);                                                            \
+    if (s_ != CUBLAS_STATUS_SUCCESS) ::minfer::cuda::throw_cublas_error(s_, #call, __FILE__, __LINE__, what); \
+  } while (0)
+
+/// Codes kernels write into the device error record (first error wins).
+enum ErrorCode : int32_t {
+  kErrNone = 0,
+  kErrGetRowsId = 1,       ///< value = id, limit = n_rows
+  kErrKvStorePos = 2,      ///< value = position, limit = n_ctx
+  kErrAttentionPos = 3,    ///< value = position, limit = n_kv
+  kErrSoftMaxPos = 4,      ///< value = position
+};
+
+/// The device error record (host-mapped pinned memory): code, node index, value, limit.
+struct DeviceError {
+  int32_t code;
+  int32_t node;
+  int64_t value;
+  int64_t limit;
+};
+
+/// Passed by value to kernels that can detect bad runtime values.
+struct ErrorSink {
+  DeviceError* rec;
+  int32_t node;
+};
+
+/// Per-node scratch memory (one device buffer that grows between graphs, never during capture).
+class Scratch {
+ public:
+  virtual ~Scratch() = default;
+  /// `bytes` of device memory valid until the next node; 256-byte aligned.
+  virtual void* get(size_t bytes) = 0;
+};
+
+struct KernelContext {
+  cudaStream_t stream;
+  cublasHandle_t cublas;
+  const cudaDeviceProp* prop;
+  Scratch* scratch;
+  DeviceError* err;       ///< device pointer of the error record
+  const Tensor* node;     ///< the node being dispatched (for messages)
+  int32_t node_index;
+  unsigned int* counters;  ///< kCounters zeroed device words; kernels that use them leave them zero
+  int64_t n_counters;
+
+  // Peephole fusions set up by the dispatch loop (cuda_backend.cpp) for the current node:
+  /// ADD folded into this node: write residual + result into residual_out instead of the node.
+  const float* residual = nullptr;
+  float* residual_out = nullptr;
+  /// Activations already quantized to q8_1 planes by the previous (RMS_NORM) node: matmul() uses
+  /// them instead of quantizing `prequant_src` again.
+  const Tensor* prequant_src = nullptr;
+  const int8_t* prequant_qs = nullptr;
+  const float2* prequant_ds = nullptr;
+  /// Set by kernels that run cuBLAS GEMMs (prefill-sized graphs are not worth capturing).
+  bool used_gemm = false;
+
+  ErrorSink sink() const { return {err, node_index}; }
+  /// "OP node 'name' [ne...] dtype": names the node in error messages.
+  std::string where() const;
+  /// Checks the last launch; throws naming `kernel` and the node.
+  void check_launch(const char* kernel) const;
+  /// Scratch memory of `bytes`, valid until the next node, starting at scratch_offset (a fused op
+  /// reserves its own part first, then raises the offset for the kernels it calls).
+  void* scratch_bytes(size_t bytes) const {
+    return static_cast<char*>(scratch->get(scratch_offset + bytes)) + scratch_offset;
+  }
+  size_t scratch_offset = 0;
+};
+
+/// A tensor as kernels see it: data, shape and byte strides.
+struct TD {
+  char* data;
+  int64_t ne[4];
+  int64_t nb[4];
+};
+
+inline TD td(const Tensor& t) {
+  TD d;
+  d.data = static_cast<char*>(t.data);
+  for (int i = 0; i < 4; ++i) {
+    d.ne[i] = t.ne[i];
+    d.nb[i] = static_cast<int64_t>(t.nb[i]);
+  }
+  return d;
+}
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// Threads for a row kernel over ne0 elements: a multiple of 32 in [32, cap].
+inline int row_threads(int64_t ne0, int cap = 256) {
+  int64_t t = ceil_div(ne0, 32) * 32;
+  if (t > cap) t = cap;
+  if (t < 32) t = 32;
+  return static_cast<int>(t);
+}
+
+}  // namespace minfer::cuda

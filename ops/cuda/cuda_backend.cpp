@@ -1,0 +1,682 @@
+// CudaBackend: buffers, transfers, the dispatch loop and CUDA-graph capture/replay.
+#include "ops/cuda/cuda_backend.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <list>
+#include <unordered_map>
+#include <vector>
+
+#include "ops/cuda/kernels.cuh"
+
+namespace minfer {
+namespace cuda {
+
+void throw_cuda_error(cudaError_t e, const char* call, const char* file, int line, const std::string& what) {
+  cudaGetLastError();  // clear a non-sticky error so later calls are not blamed for it
+  throw std::runtime_error(fmt::format("{}: {} failed: {} ({}) at {}:{}", what, call, cudaGetErrorName(e),
+                                       cudaGetErrorString(e), file, line));
+}
+
+void throw_cublas_error(cublasStatus_t s, const char* call, const char* file, int line, const std::string& what) {
+  throw std::runtime_error(fmt::format("{}: {} failed: cuBLAS status {} ({}) at {}:{}", what, call, static_cast<int>(s),
+                                       cublasGetStatusString(s), file, line));
+}
+
+std::string KernelContext::where() const {
+  if (!node) return "cuda";
+  return fmt::format("cuda {} node #{} {}", op_name(node->op), node_index, describe(*node));
+}
+
+void KernelContext::check_launch(const char* kernel) const {
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess)
+    throw std::runtime_error(fmt::format("{}: launching {} failed: {} ({})", where(), kernel, cudaGetErrorName(e),
+                                         cudaGetErrorString(e)));
+}
+
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+const std::array<KernelEntry, kOpCount>& kernel_table() {
+  static const std::array<KernelEntry, kOpCount> table = [] {
+    std::array<KernelEntry, kOpCount> t{};
+    auto set = [&t](Op op, Kernel k, Supports s = nullptr) { t[static_cast<size_t>(op)] = {k, s}; };
+    set(Op::CPY, k_cpy, s_cpy);
+    set(Op::GET_ROWS, k_get_rows, s_get_rows);
+    set(Op::ADD, k_add);
+    set(Op::MUL, k_mul);
+    set(Op::SCALE, k_scale);
+    set(Op::RMS_NORM, k_rms_norm);
+    set(Op::MUL_MAT, k_mul_mat, s_mul_mat);
+    set(Op::ROPE, k_rope);
+    set(Op::SOFT_MAX, k_soft_max);
+    set(Op::SILU, k_silu);
+    set(Op::SWIGLU, k_swiglu);
+    set(Op::ATTENTION, k_attention);
+    set(Op::KV_STORE, k_kv_store);
+    set(Op::CONCAT, k_concat);
+    set(Op::ARGMAX, k_argmax);
+    set(Op::QKV, k_qkv, s_qkv);
+    set(Op::FFN_SWIGLU, k_ffn_swiglu, s_ffn_swiglu);
+    return t;
+  }();
+  return table;
+}
+
+namespace {
+
+constexpr size_t kStagingChunk = size_t{64} << 20;  // pinned staging for large transfers
+constexpr size_t kCublasWorkspace = size_t{32} << 20;
+constexpr size_t kMaxCapturedGraphs = 32;
+constexpr int64_t kCounters = 1 << 16;
+
+
+bool env_graphs_enabled() {
+  const char* v = std::getenv("MINFER_CUDA_GRAPH");
+  return !(v && std::string_view(v) == "0");
+}
+
+}  // namespace
+
+struct BackendImpl;
+
+class DeviceBuffer final : public Buffer {
+ public:
+  DeviceBuffer(Backend& b, BackendImpl& impl, int device, void* p, size_t size)
+      : backend_(b), impl_(impl), device_(device), p_(p), size_(size) {}
+  ~DeviceBuffer() override;
+  void* base() const override { return p_; }
+  size_t size() const override { return size_; }
+  Backend& backend() const override { return backend_; }
+  void fill(uint8_t value) override;
+
+ private:
+  Backend& backend_;
+  BackendImpl& impl_;
+  int device_;
+  void* p_;
+  size_t size_;
+};
+
+struct BackendImpl final : Scratch {
+  int device = 0;
+  std::string name;
+  cudaDeviceProp prop{};
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  void* cublas_ws = nullptr;
+  DeviceError* err_host = nullptr;  // host-mapped pinned
+  DeviceError* err_dev = nullptr;
+  unsigned int* counters = nullptr;  // zeroed; kernels restore zero after use
+  void* staging[2] = {nullptr, nullptr};
+  cudaEvent_t staging_done[2] = {nullptr, nullptr};
+
+  // The q8_1 activations an RMS_NORM hands to the next node (peephole fusion).
+  void* carry = nullptr;
+  size_t carry_cap = 0;
+  std::unordered_map<const Tensor*, int> uses;
+  bool last_used_gemm = false;
+  bool fusion_on = [] {
+    const char* v = std::getenv("MINFER_CUDA_FUSED");
+    return !(v && std::string_view(v) == "0");
+  }();
+
+  // Scratch: one buffer, grown between graphs.
+  void* scratch = nullptr;
+  size_t scratch_cap = 0;
+  bool capturing = false;
+
+  // Captured graphs.
+  struct Entry {
+    std::vector<uint64_t> key;
+    int seen = 0;
+    bool no_capture = false;  // ran cuBLAS GEMMs: GPU-bound, capture gains nothing
+    bool failed = false;
+    cudaGraphExec_t exec = nullptr;
+    uint64_t last_use = 0;
+  };
+  std::unordered_map<uint64_t, Entry> graphs;
+  std::vector<uint64_t> key_buf;
+  size_t n_exec = 0;
+  uint64_t tick = 0;
+  bool graphs_on = env_graphs_enabled();
+
+  // Names of error-capable nodes of the last computed graph, by node index.
+  std::vector<std::string> node_names;
+  std::vector<Op> node_ops;
+
+  CudaBackend::Stats stats;
+
+  void set_device() const { MINFER_CUDA_CHECK(cudaSetDevice(device), name); }
+
+  void* get(size_t bytes) override {
+    if (bytes <= scratch_cap) return scratch;
+    if (capturing)
+      throw std::runtime_error(fmt::format("{}: scratch of {} bytes needed during CUDA-graph capture", name, bytes));
+    MINFER_CUDA_CHECK(cudaStreamSynchronize(stream), name + " scratch");
+    if (scratch) MINFER_CUDA_CHECK(cudaFree(scratch), name + " scratch");
+    scratch = nullptr;
+    scratch_cap = 0;
+    drop_graphs();  // they point at the old scratch
+    const size_t cap = std::max<size_t>(bytes + bytes / 4, size_t{1} << 20);
+    if (cudaMalloc(&scratch, cap) != cudaSuccess) {
+      cudaGetLastError();
+      scratch = nullptr;
+      throw OutOfMemoryError(fmt::format("{} ({}): cannot allocate {} bytes of kernel scratch", name, prop.name, cap));
+    }
+    scratch_cap = cap;
+    stats.scratch_bytes = cap;
+    return scratch;
+  }
+
+  void drop_graphs() {
+    for (auto& [k, e] : graphs)
+      if (e.exec) cudaGraphExecDestroy(e.exec);
+    graphs.clear();
+    n_exec = 0;
+  }
+
+  void evict_one() {
+    auto victim = graphs.end();
+    for (auto it = graphs.begin(); it != graphs.end(); ++it)
+      if (it->second.exec && (victim == graphs.end() || it->second.last_use < victim->second.last_use)) victim = it;
+    if (victim != graphs.end()) {
+      cudaGraphExecDestroy(victim->second.exec);
+      graphs.erase(victim);
+      --n_exec;
+    }
+  }
+
+  static bool can_error(Op op) {
+    return op == Op::GET_ROWS || op == Op::KV_STORE || op == Op::ATTENTION || op == Op::SOFT_MAX || op == Op::QKV;
+  }
+
+  void record_names(const Graph& g) {
+    const auto& nodes = g.nodes();
+    node_names.resize(nodes.size());
+    node_ops.resize(nodes.size());
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      node_ops[i] = nodes[i]->op;
+      if (can_error(nodes[i]->op)) node_names[i] = nodes[i]->name;
+    }
+  }
+
+  // Peephole fusions (decode-sized nodes only; both are exact: the fused kernels compute the same
+  // values as the separate ones):
+  // - RMS_NORM whose only consumer is the next node, a fused QKV/FFN_SWIGLU whose matmuls run as
+  //   MMVQ: the norm writes the q8_1 activations directly (carry buffer), no f32 output.
+  // - MUL_MAT / FFN_SWIGLU whose only consumer is the next node, an ADD of a same-shaped f32
+  //   residual: the matrix-vector epilogue adds the residual and writes the ADD's output.
+  static bool vec_weights(const Tensor* w, int64_t n) { return w && matmul_is_mmvq(*w, n); }
+
+  bool prequant_target(const Tensor& rms, const Tensor& next) const {
+    if (next.src[0] != &rms || !op_supported(next)) return false;
+    if (rms.type != DType::F32 || rms.ne[0] % 32 != 0 || rms.ne[2] != 1 || rms.ne[3] != 1 || !rms.is_contiguous())
+      return false;
+    const int64_t n = rms.ne[1];
+    if (next.op == Op::QKV) return vec_weights(next.src[1], n) && vec_weights(next.src[2], n) && vec_weights(next.src[3], n);
+    if (next.op == Op::FFN_SWIGLU) return vec_weights(next.src[1], n) && vec_weights(next.src[2], n);
+    return false;
+  }
+
+  static const Tensor* residual_of(const Tensor& add, const Tensor& t) {
+    if (add.op != Op::ADD || add.type != DType::F32) return nullptr;
+    const Tensor* r = add.src[1] == &t ? add.src[0] : add.src[0] == &t ? add.src[1] : nullptr;
+    if (!r || r == &t || r->type != DType::F32 || !r->is_contiguous() || !same_shape(*r, t) || !add.is_contiguous())
+      return nullptr;
+    if (t.op == Op::MUL_MAT) return matmul_is_vec(*t.src[0], t.src[1]->ne[1]) ? r : nullptr;
+    if (t.op == Op::FFN_SWIGLU && op_supported(t)) return vec_weights(t.src[3], t.src[0]->ne[1]) ? r : nullptr;
+    return nullptr;
+  }
+
+  void* carry_bytes(size_t bytes) {
+    if (bytes <= carry_cap) return carry;
+    if (capturing) throw std::runtime_error(name + ": carry buffer growth during CUDA-graph capture");
+    MINFER_CUDA_CHECK(cudaStreamSynchronize(stream), name + " carry");
+    if (carry) MINFER_CUDA_CHECK(cudaFree(carry), name + " carry");
+    carry = nullptr;
+    carry_cap = 0;
+    drop_graphs();
+    const size_t cap = std::max<size_t>(bytes * 2, size_t{1} << 16);
+    MINFER_CUDA_CHECK(cudaMalloc(&carry, cap), name + " carry");
+    carry_cap = cap;
+    return carry;
+  }
+
+  void run_nodes(Graph& g) {
+    const auto& table = kernel_table();
+    KernelContext kc{stream, cublas, &prop, this, err_dev, nullptr, 0, counters, kCounters};
+    const auto& nodes = g.nodes();
+    // Uses of every tensor by the graph's nodes (outputs count as used outside).
+    uses.clear();
+    for (const Tensor* t : nodes) {
+      for (const Tensor* s : t->src)
+        if (s) ++uses[s];
+      if (t->has_flag(kTensorOutput)) uses[t] += 2;
+    }
+    auto next_compute = [&](size_t i) {
+      for (size_t j = i + 1; j < nodes.size(); ++j)
+        if (!op_is_view(nodes[j]->op)) return j;
+      return nodes.size();
+    };
+    size_t skip = SIZE_MAX;  // an ADD folded into the previous node
+    const Tensor* prequant_for = nullptr;
+    const int8_t* pq_qs = nullptr;
+    const float2* pq_ds = nullptr;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      Tensor* t = nodes[i];
+      if (op_is_view(t->op) || t->op == Op::NONE || i == skip) continue;
+      const KernelEntry& k = table[static_cast<size_t>(t->op)];
+      if (!k.run || (k.supports && !k.supports(*t)))
+        throw OpError(fmt::format("{}: no kernel for {} (node #{} {}){}", name, op_name(t->op), i, describe(*t),
+                                  op_is_fused(t->op) ? "; fused ops must be lowered first" : ""));
+      if (!t->data) throw std::logic_error(fmt::format("{}: node #{} {} has no storage", name, i, describe(*t)));
+      kc.node = t;
+      kc.node_index = static_cast<int32_t>(i);
+      const size_t j = next_compute(i);
+      Tensor* next = j < nodes.size() ? nodes[j] : nullptr;
+      if (fusion_on && next && uses[t] == 1) {
+        if (t->op == Op::RMS_NORM && prequant_target(*t, *next)) {
+          const int64_t n = t->ne[0], rows = t->ne[1];
+          const size_t qb = (static_cast<size_t>(n * rows) + 255) / 256 * 256;
+          char* c = static_cast<char*>(carry_bytes(qb + static_cast<size_t>(n / 32 * rows) * sizeof(float2)));
+          pq_qs = reinterpret_cast<int8_t*>(c);
+          pq_ds = reinterpret_cast<float2*>(c + qb);
+          rms_norm_q8_1(kc, *t, const_cast<int8_t*>(pq_qs), const_cast<float2*>(pq_ds));
+          prequant_for = t;
+          ++stats.kernel_nodes;
+          continue;
+        }
+        if (const Tensor* r = residual_of(*next, *t)) {
+          kc.residual = static_cast<const float*>(r->data);
+          kc.residual_out = static_cast<float*>(next->data);
+          skip = j;
+        }
+      }
+      if (prequant_for && t->src[0] == prequant_for) {
+        kc.prequant_src = prequant_for;
+        kc.prequant_qs = pq_qs;
+        kc.prequant_ds = pq_ds;
+      }
+      k.run(kc, *t);
+      kc.residual = nullptr;
+      kc.residual_out = nullptr;
+      kc.prequant_src = nullptr;
+      prequant_for = nullptr;
+      ++stats.kernel_nodes;
+    }
+    last_used_gemm = kc.used_gemm;
+  }
+
+  // The exact description of what run_nodes() would launch: for every computing node its index,
+  // op, dtype, shape, strides, params and data pointer, and the same for each source. Two graphs
+  // with equal keys launch identical kernels with identical arguments, so a captured CUDA graph
+  // of one replays the other. (Cheaper than Graph::structure_hash() and exact: hits compare the
+  // whole key, not only its hash.)
+  void build_key(const Graph& g, std::vector<uint64_t>& key) const {
+    key.clear();
+    auto push_tensor = [&key](const Tensor* t) {
+      key.push_back(static_cast<uint64_t>(t->type) | (static_cast<uint64_t>(t->op) << 32));
+      for (int d = 0; d < kMaxDims; ++d) key.push_back(static_cast<uint64_t>(t->ne[d]));
+      for (int d = 0; d < kMaxDims; ++d) key.push_back(t->nb[d]);
+      key.push_back(reinterpret_cast<uintptr_t>(t->data));
+    };
+    const auto& nodes = g.nodes();
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const Tensor* t = nodes[i];
+      if (t->op == Op::NONE) continue;
+      key.push_back(i);
+      push_tensor(t);
+      for (int p = 0; p < kMaxOpParams; p += 2)
+        key.push_back(static_cast<uint32_t>(t->op_params[p]) | (static_cast<uint64_t>(static_cast<uint32_t>(t->op_params[p + 1])) << 32));
+      for (int si = 0; si < kMaxSrc; ++si)
+        if (const Tensor* s = t->src[si]) {
+          key.push_back(0xABCD0000ull + si);
+          push_tensor(s);
+        }
+    }
+  }
+
+  static uint64_t hash_key(const std::vector<uint64_t>& key) {
+    uint64_t h = 1469598103934665603ull;
+    for (uint64_t v : key) h = (h ^ v) * 1099511628211ull;
+    return h;
+  }
+
+  // MINFER_CUDA_PROFILE=1: host time in compute() and GPU time (events around the queued work)
+  // per graph key, printed to stderr when the backend is destroyed.
+  struct Prof {
+    uint64_t count = 0, gpu_count = 0;
+    double host_ms = 0, gpu_ms = 0;
+    size_t nodes = 0;
+  };
+  bool profile = [] {
+    const char* v = std::getenv("MINFER_CUDA_PROFILE");
+    return v && std::string_view(v) == "1";
+  }();
+  std::unordered_map<uint64_t, Prof> prof;
+  cudaEvent_t ev_start = nullptr, ev_end = nullptr;
+  uint64_t ev_key = 0;
+  bool ev_pending = false;
+
+  void compute(Graph& g) {
+    if (!profile) return compute_impl(g);
+    if (!ev_start) {
+      MINFER_CUDA_CHECK(cudaEventCreate(&ev_start), name);
+      MINFER_CUDA_CHECK(cudaEventCreate(&ev_end), name);
+    }
+    collect_gpu_time();
+    const auto t0 = std::chrono::steady_clock::now();
+    build_key(g, key_buf);
+    ev_key = hash_key(key_buf);
+    MINFER_CUDA_CHECK(cudaEventRecord(ev_start, stream), name);
+    compute_impl(g);
+    MINFER_CUDA_CHECK(cudaEventRecord(ev_end, stream), name);
+    ev_pending = true;
+    Prof& p = prof[ev_key];
+    ++p.count;
+    p.nodes = g.nodes().size();
+    p.host_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  void collect_gpu_time() {
+    if (!ev_pending) return;
+    if (cudaEventSynchronize(ev_end) != cudaSuccess) return;
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, ev_start, ev_end) == cudaSuccess) {
+      prof[ev_key].gpu_ms += ms;
+      ++prof[ev_key].gpu_count;
+    }
+    ev_pending = false;
+  }
+
+  void print_profile() {
+    std::vector<std::pair<uint64_t, Prof>> v(prof.begin(), prof.end());
+    std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second.count > b.second.count; });
+    std::fprintf(stderr, "[cuda profile] %s: %llu computes, %llu replays, %llu captures\n", name.c_str(),
+                 static_cast<unsigned long long>(stats.computes), static_cast<unsigned long long>(stats.graph_replays),
+                 static_cast<unsigned long long>(stats.graph_captures));
+    for (size_t i = 0; i < v.size() && i < 6; ++i) {
+      const Prof& p = v[i].second;
+      std::fprintf(stderr, "[cuda profile]   graph %016llx (%zu nodes) x%llu: host compute() %.1f us, GPU %.1f us avg\n",
+                   static_cast<unsigned long long>(v[i].first), p.nodes, static_cast<unsigned long long>(p.count),
+                   1e3 * p.host_ms / static_cast<double>(p.count),
+                   p.gpu_count ? 1e3 * p.gpu_ms / static_cast<double>(p.gpu_count) : 0.0);
+    }
+  }
+
+  void compute_impl(Graph& g) {
+    set_device();
+    ++stats.computes;
+    record_names(g);
+    if (!graphs_on) {
+      run_nodes(g);
+      return;
+    }
+    build_key(g, key_buf);
+    const uint64_t key = hash_key(key_buf);
+    Entry& e = graphs[key];
+    if (e.key != key_buf) {  // a new key, or a hash collision: start over for this one
+      if (e.exec) {
+        cudaGraphExecDestroy(e.exec);
+        --n_exec;
+      }
+      e = Entry{};
+      e.key = key_buf;
+    }
+    e.last_use = ++tick;
+    if (e.exec) {
+      MINFER_CUDA_CHECK(cudaGraphLaunch(e.exec, stream), name + " graph replay");
+      ++stats.graph_replays;
+      return;
+    }
+    if (e.seen == 0 || e.failed || e.no_capture) {
+      ++e.seen;
+      run_nodes(g);  // may grow the scratch, which drops every entry: look the key up again
+      if (auto it = graphs.find(key); it != graphs.end()) it->second.no_capture = last_used_gemm;
+      // Forget keys seen once (one-off prefill shapes) so the map stays small.
+      if (graphs.size() > 64)
+        for (auto it = graphs.begin(); it != graphs.end();)
+          it = (!it->second.exec && it->first != key) ? graphs.erase(it) : std::next(it);
+      return;
+    }
+    // Second sighting: capture, instantiate, launch.
+    if (n_exec >= kMaxCapturedGraphs) evict_one();
+    Entry& en = graphs[key];
+    cudaGraph_t graph = nullptr;
+    MINFER_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), name + " capture");
+    capturing = true;
+    try {
+      run_nodes(g);
+    } catch (...) {
+      capturing = false;
+      cudaStreamEndCapture(stream, &graph);
+      if (graph) cudaGraphDestroy(graph);
+      cudaGetLastError();
+      en.failed = true;
+      run_nodes(g);  // eagerly; a real error throws again
+      return;
+    }
+    capturing = false;
+    const cudaError_t ce = cudaStreamEndCapture(stream, &graph);
+    cudaGraphExec_t exec = nullptr;
+    cudaError_t ie = ce;
+    if (ce == cudaSuccess) ie = cudaGraphInstantiate(&exec, graph, 0);
+    if (graph) cudaGraphDestroy(graph);
+    if (ie != cudaSuccess) {
+      cudaGetLastError();
+      en.failed = true;
+      run_nodes(g);
+      return;
+    }
+    en.exec = exec;
+    ++n_exec;
+    ++stats.graph_captures;
+    MINFER_CUDA_CHECK(cudaGraphLaunch(exec, stream), name + " graph launch");
+  }
+
+  void check_device_error() {
+    if (err_host->code == kErrNone) return;
+    const DeviceError r = *err_host;
+    std::memset(err_host, 0, sizeof(DeviceError));
+    const size_t ni = static_cast<size_t>(r.node);
+    const std::string node = ni < node_names.size() ? fmt::format("node #{} '{}'", r.node, node_names[ni])
+                                                    : fmt::format("node #{}", r.node);
+    switch (r.code) {
+      case kErrGetRowsId:
+        throw OpError(fmt::format("GET_ROWS: id {} outside [0, {}) ({}, {})", r.value, r.limit, node, name));
+      case kErrKvStorePos:
+        throw OpError(fmt::format("KV_STORE: position {} outside the cache's [0, {}) ({}, {})", r.value, r.limit, node,
+                                  name));
+      case kErrAttentionPos:
+        throw OpError(fmt::format("ATTENTION: position {} outside the KV length {} ({}, {})", r.value, r.limit, node,
+                                  name));
+      case kErrSoftMaxPos:
+        throw OpError(fmt::format("SOFT_MAX: negative position {} ({}, {})", r.value, node, name));
+      default: throw OpError(fmt::format("{}: kernel error code {} at {}", name, r.code, node));
+    }
+  }
+
+  void synchronize() {
+    set_device();
+    MINFER_CUDA_CHECK(cudaStreamSynchronize(stream), name + " synchronize");
+    if (profile) collect_gpu_time();
+    check_device_error();
+  }
+
+  ~BackendImpl() override {
+    cudaSetDevice(device);
+    if (stream) cudaStreamSynchronize(stream);
+    if (profile) {
+      collect_gpu_time();
+      print_profile();
+    }
+    if (ev_start) cudaEventDestroy(ev_start);
+    if (ev_end) cudaEventDestroy(ev_end);
+    drop_graphs();
+    if (scratch) cudaFree(scratch);
+    if (carry) cudaFree(carry);
+    if (cublas) cublasDestroy(cublas);
+    if (cublas_ws) cudaFree(cublas_ws);
+    for (int i = 0; i < 2; ++i) {
+      if (staging[i]) cudaFreeHost(staging[i]);
+      if (staging_done[i]) cudaEventDestroy(staging_done[i]);
+    }
+    if (err_host) cudaFreeHost(err_host);
+    if (counters) cudaFree(counters);
+    if (stream) cudaStreamDestroy(stream);
+  }
+};
+
+DeviceBuffer::~DeviceBuffer() {
+  cudaSetDevice(device_);
+  cudaFree(p_);  // synchronizes the device first
+}
+
+void DeviceBuffer::fill(uint8_t value) {
+  impl_.set_device();
+  MINFER_CUDA_CHECK(cudaMemsetAsync(p_, value, size_, impl_.stream), impl_.name + " fill");
+}
+
+}  // namespace cuda
+
+using cuda::BackendImpl;
+
+CudaBackend::CudaBackend(int device) : impl_(std::make_unique<BackendImpl>()) {
+  BackendImpl& m = *impl_;
+  m.device = device;
+  m.name = fmt::format("cuda:{}", device);
+  const int n = cuda::device_count();
+  if (device < 0 || device >= n)
+    throw std::runtime_error(fmt::format("CUDA device {} does not exist ({} device(s) found)", device, n));
+  m.set_device();
+  MINFER_CUDA_CHECK(cudaGetDeviceProperties(&m.prop, device), m.name);
+  MINFER_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking), m.name);
+  MINFER_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&m.err_host), sizeof(cuda::DeviceError), cudaHostAllocMapped),
+                    m.name);
+  std::memset(m.err_host, 0, sizeof(cuda::DeviceError));
+  MINFER_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&m.err_dev), m.err_host, 0), m.name);
+  for (int i = 0; i < 2; ++i) {
+    MINFER_CUDA_CHECK(cudaHostAlloc(&m.staging[i], cuda::kStagingChunk, cudaHostAllocDefault), m.name);
+    MINFER_CUDA_CHECK(cudaEventCreateWithFlags(&m.staging_done[i], cudaEventDisableTiming), m.name);
+  }
+  MINFER_CUDA_CHECK(cudaMalloc(&m.counters, cuda::kCounters * sizeof(unsigned int)), m.name);
+  MINFER_CUDA_CHECK(cudaMemset(m.counters, 0, cuda::kCounters * sizeof(unsigned int)), m.name);
+  MINFER_CUBLAS_CHECK(cublasCreate(&m.cublas), m.name);
+  MINFER_CUBLAS_CHECK(cublasSetStream(m.cublas, m.stream), m.name);
+  MINFER_CUDA_CHECK(cudaMalloc(&m.cublas_ws, cuda::kCublasWorkspace), m.name);
+  MINFER_CUBLAS_CHECK(cublasSetWorkspace(m.cublas, m.cublas_ws, cuda::kCublasWorkspace), m.name);
+  MINFER_CUBLAS_CHECK(cublasSetMathMode(m.cublas, CUBLAS_DEFAULT_MATH), m.name);
+}
+
+CudaBackend::~CudaBackend() = default;
+
+std::string_view CudaBackend::name() const { return impl_->name; }
+int CudaBackend::device() const { return impl_->device; }
+void CudaBackend::set_graphs_enabled(bool on) {
+  impl_->graphs_on = on;
+  if (!on) impl_->drop_graphs();
+}
+bool CudaBackend::graphs_enabled() const { return impl_->graphs_on; }
+CudaBackend::Stats CudaBackend::stats() const { return impl_->stats; }
+
+std::unique_ptr<Buffer> CudaBackend::alloc_buffer(size_t bytes) {
+  BackendImpl& m = *impl_;
+  m.set_device();
+  const size_t n = std::max<size_t>(bytes, 1);
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, n);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    cudaGetLastError();
+    throw OutOfMemoryError(fmt::format("{} ({}): cannot allocate {} bytes ({:.2f} GiB) of device memory: {}; {:.2f} GiB "
+                                       "free of {:.2f} GiB",
+                                       m.name, m.prop.name, bytes, bytes / 1073741824.0, cudaGetErrorString(e),
+                                       free_b / 1073741824.0, total_b / 1073741824.0));
+  }
+  return std::make_unique<cuda::DeviceBuffer>(*this, m, m.device, p, bytes);
+}
+
+namespace {
+
+void check_range(const Tensor& t, size_t offset, size_t n, const char* what, std::string_view dev) {
+  const size_t total = t.nbytes();
+  if (offset > total || n > total - offset)
+    throw std::out_of_range(fmt::format("{} {}: bytes [{}, {}) outside {} ({} bytes)", dev, what, offset, offset + n,
+                                        describe(t), total));
+  if (!t.data) throw std::logic_error(fmt::format("{} {}: {} has no storage", dev, what, describe(t)));
+}
+
+}  // namespace
+
+void CudaBackend::set_tensor(Tensor& t, const void* src, size_t offset, size_t n) {
+  BackendImpl& m = *impl_;
+  check_range(t, offset, n, "set_tensor", m.name);
+  if (n == 0) return;
+  m.set_device();
+  char* dst = static_cast<char*>(t.data) + offset;
+  const std::string what = m.name + " set_tensor " + t.name;
+  if (n <= (size_t{1} << 20)) {
+    MINFER_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, m.stream), what);
+    return;
+  }
+  // Large uploads (weights) go through two pinned chunks so the host copy overlaps the DMA.
+  const char* s = static_cast<const char*>(src);
+  int slot = 0;
+  for (size_t done = 0; done < n; done += cuda::kStagingChunk, slot ^= 1) {
+    const size_t len = std::min(cuda::kStagingChunk, n - done);
+    MINFER_CUDA_CHECK(cudaEventSynchronize(m.staging_done[slot]), what);
+    std::memcpy(m.staging[slot], s + done, len);
+    MINFER_CUDA_CHECK(cudaMemcpyAsync(dst + done, m.staging[slot], len, cudaMemcpyHostToDevice, m.stream), what);
+    MINFER_CUDA_CHECK(cudaEventRecord(m.staging_done[slot], m.stream), what);
+  }
+  // The caller may reuse or unmap `src` now: every byte is already in pinned staging or on the device.
+}
+
+void CudaBackend::get_tensor(const Tensor& t, void* dst, size_t offset, size_t n) {
+  BackendImpl& m = *impl_;
+  check_range(t, offset, n, "get_tensor", m.name);
+  m.set_device();
+  const std::string what = m.name + " get_tensor " + t.name;
+  const char* src = static_cast<const char*>(t.data) + offset;
+  char* d = static_cast<char*>(dst);
+  for (size_t done = 0; done < n; done += cuda::kStagingChunk) {
+    const size_t len = std::min(cuda::kStagingChunk, n - done);
+    MINFER_CUDA_CHECK(cudaEventSynchronize(m.staging_done[0]), what);
+    MINFER_CUDA_CHECK(cudaMemcpyAsync(m.staging[0], src + done, len, cudaMemcpyDeviceToHost, m.stream), what);
+    MINFER_CUDA_CHECK(cudaStreamSynchronize(m.stream), what);
+    std::memcpy(d + done, m.staging[0], len);
+  }
+  if (n == 0) MINFER_CUDA_CHECK(cudaStreamSynchronize(m.stream), what);
+  if (m.profile) m.collect_gpu_time();
+  m.check_device_error();
+}
+
+bool cuda::op_supported(const Tensor& node) {
+  if (op_is_view(node.op) || node.op == Op::NONE) return true;
+  const KernelEntry& k = kernel_table()[static_cast<size_t>(node.op)];
+  if (!k.run) return false;
+  return !k.supports || k.supports(node);
+}
+
+bool CudaBackend::supports_op(const Tensor& node) const { return cuda::op_supported(node); }
+
+void CudaBackend::compute(Graph& g) { impl_->compute(g); }
+
+void CudaBackend::synchronize() { impl_->synchronize(); }
+
+}  // namespace minfer

@@ -1,0 +1,557 @@
+// KV_STORE and ATTENTION on the GPU (semantics of ops/cpu/k_attention.cpp).
+//
+// Attention reads every query's position from the pos tensor on the device: query t sees keys
+// 0..pos[t]. The launch shape depends only on tensor shapes, never on the positions, so a
+// captured CUDA graph replays correctly at any depth.
+// - T <= 8 queries (decode, short verify): split-KV ("flash-decoding"): grid (splits, heads,
+//   queries); split s takes an equal share of the visible keys (computed on the device from
+//   pos[t]), keeps an online softmax per warp, and writes (max, sum, acc[dv]); the last split
+//   block to finish (an atomic counter per head and query) merges the splits.
+// - T > 8 (prefill): flash-style tiles (Dao et al. 2022): a block holds 16 queries of one head,
+//   streams 32-key K/V tiles through shared memory (widened to f32), one key per lane for the
+//   scores, online softmax per query, keys past the block's largest position never loaded.
+//   Head dims 64/128/256 (K and V alike) use a specialised kernel (float4 shared-memory reads,
+//   the four queries of a warp processed together); other head dims a generic one. SIMT f32
+//   throughout: a tensor-core version is future work.
+// Scores, softmax and accumulation are f32 throughout.
+#include <algorithm>
+
+#include "ops/cuda/kernels.cuh"
+#include "ops/cuda/quant_device.cuh"
+
+namespace minfer::cuda {
+namespace {
+
+template <DType T>
+__device__ __forceinline__ float kv_elem(const char* row, int e) {
+  if constexpr (T == DType::F32) return reinterpret_cast<const float*>(row)[e];
+  else if constexpr (T == DType::F16) return __half2float(reinterpret_cast<const __half*>(row)[e]);
+  else return block_elem<DType::Q8_0>(row + (e >> 5) * 34, e & 31);
+}
+
+// ---------------------------------------------------------------- KV_STORE
+
+template <DType C>
+__global__ void kv_store_kernel(TD x, TD cache, const int32_t* pos, ErrorSink sink) {
+  const int64_t r = blockIdx.x;  // (head, token) of x
+  const int64_t h = r % x.ne[1], t = r / x.ne[1];
+  const int32_t p = pos[t];
+  if (p < 0 || p >= cache.ne[2]) {
+    if (threadIdx.x == 0) report_error(sink, kErrKvStorePos, p, cache.ne[2]);
+    return;
+  }
+  const char* in = x.data + h * x.nb[1] + t * x.nb[2];
+  char* out = cache.data + h * cache.nb[1] + static_cast<int64_t>(p) * cache.nb[2];
+  const int64_t d = x.ne[0];
+  if constexpr (C == DType::Q8_0) {
+    const int lane = threadIdx.x & 31;
+    for (int64_t b = threadIdx.x >> 5; b < d / 32; b += blockDim.x >> 5) {
+      const float v = *reinterpret_cast<const float*>(in + (b * 32 + lane) * x.nb[0]);
+      warp_quantize_q8_0(v, reinterpret_cast<BlockQ8_0*>(out) + b, lane);
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+      const float v = *reinterpret_cast<const float*>(in + i * x.nb[0]);
+      if constexpr (C == DType::F32) reinterpret_cast<float*>(out)[i] = v;
+      else reinterpret_cast<__half*>(out)[i] = __float2half_rn(v);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- split-KV decode
+
+constexpr int kSplitWarps = 4;
+constexpr int kMaxDvPerLane = 8;  // dv <= 256
+
+template <DType KT, DType VT>
+__global__ void __launch_bounds__(32 * kSplitWarps) attn_split_kernel(TD q, TD k, TD v, const int32_t* pos, float scale,
+                                                                     int group, float* part_acc, float2* part_ml,
+                                                                     unsigned int* counters, float* dst, ErrorSink sink) {
+  extern __shared__ float smem[];  // q [d] | per-warp acc [warps][dv] | per-warp m,l [warps][2]
+  const int s = blockIdx.x, n_splits = gridDim.x;
+  const int h = blockIdx.y, t = blockIdx.z, n_head = gridDim.y;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int d = static_cast<int>(q.ne[0]), dv = static_cast<int>(v.ne[0]);
+  const int64_t n_kv = k.ne[2];
+  float* qs = smem;
+  float* wacc = smem + d;
+  float* wml = wacc + kSplitWarps * dv;
+
+  const int32_t p = pos[t];
+  int64_t kv_len = static_cast<int64_t>(p) + 1;
+  if (p < 0 || p >= n_kv) {
+    if (threadIdx.x == 0 && s == 0 && h == 0) report_error(sink, kErrAttentionPos, p, n_kv);
+    kv_len = 0;
+  }
+  const int64_t chunk = (kv_len + n_splits - 1) / n_splits;
+  const int64_t j0 = s * chunk, j1 = min(kv_len, j0 + chunk);
+
+  const char* qrow = q.data + static_cast<int64_t>(h) * q.nb[1] + static_cast<int64_t>(t) * q.nb[2];
+  for (int e = threadIdx.x; e < d; e += blockDim.x) qs[e] = *reinterpret_cast<const float*>(qrow + e * q.nb[0]) * scale;
+  __syncthreads();
+
+  const int hk = h / group;
+  const char* kbase = k.data + static_cast<int64_t>(hk) * k.nb[1];
+  const char* vbase = v.data + static_cast<int64_t>(hk) * v.nb[1];
+  float m = -INFINITY, l = 0.0f;
+  float acc[kMaxDvPerLane];
+#pragma unroll
+  for (int i = 0; i < kMaxDvPerLane; ++i) acc[i] = 0.0f;
+  for (int64_t j = j0 + warp; j < j1; j += kSplitWarps) {
+    const char* kr = kbase + j * k.nb[2];
+    float part = 0.0f;
+    for (int e = lane; e < d; e += 32) part += qs[e] * kv_elem<KT>(kr, e);
+    const float sc = warp_sum(part);
+    const float m_new = fmaxf(m, sc);
+    const float corr = __expf(m - m_new);
+    const float pj = __expf(sc - m_new);
+    l = l * corr + pj;
+    const char* vr = vbase + j * v.nb[2];
+#pragma unroll
+    for (int i = 0; i < kMaxDvPerLane; ++i) {
+      const int e = lane + 32 * i;
+      if (e < dv) acc[i] = acc[i] * corr + pj * kv_elem<VT>(vr, e);
+    }
+    m = m_new;
+  }
+  // Merge the warps of this block.
+#pragma unroll
+  for (int i = 0; i < kMaxDvPerLane; ++i) {
+    const int e = lane + 32 * i;
+    if (e < dv) wacc[warp * dv + e] = acc[i];
+  }
+  if (lane == 0) {
+    wml[2 * warp] = m;
+    wml[2 * warp + 1] = l;
+  }
+  __syncthreads();
+  float M = -INFINITY;
+  for (int w = 0; w < kSplitWarps; ++w) M = fmaxf(M, wml[2 * w]);
+  float L = 0.0f;
+  float f[kSplitWarps];
+  for (int w = 0; w < kSplitWarps; ++w) {
+    f[w] = wml[2 * w + 1] > 0.0f ? __expf(wml[2 * w] - M) : 0.0f;
+    L += wml[2 * w + 1] * f[w];
+  }
+  const int64_t base = (static_cast<int64_t>(t) * n_head + h) * n_splits;
+  const int64_t pi = base + s;
+  for (int e = threadIdx.x; e < dv; e += blockDim.x) {
+    float a = 0.0f;
+    for (int w = 0; w < kSplitWarps; ++w) a += wacc[w * dv + e] * f[w];
+    part_acc[pi * dv + e] = a;
+  }
+  if (threadIdx.x == 0) part_ml[pi] = make_float2(M, L);
+  // The last split block of this (head, query) to finish merges all splits (threadFenceReduction
+  // pattern), then resets the counter for the next launch.
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned int done = atomicAdd(&counters[t * n_head + h], 1u);
+    last = done == static_cast<unsigned int>(n_splits - 1);
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  float GM = -INFINITY;
+  for (int i = 0; i < n_splits; ++i) {
+    const float2 ml = __ldcg(&part_ml[base + i]);
+    if (ml.y > 0.0f) GM = fmaxf(GM, ml.x);
+  }
+  float GL = 0.0f;
+  for (int i = 0; i < n_splits; ++i) {
+    const float2 ml = __ldcg(&part_ml[base + i]);
+    if (ml.y > 0.0f) GL += ml.y * __expf(ml.x - GM);
+  }
+  const float inv = 1.0f / GL;  // GL == 0 only for an invalid position (reported): NaN output
+  float* out = dst + (static_cast<int64_t>(t) * n_head + h) * dv;
+  for (int e = threadIdx.x; e < dv; e += blockDim.x) {
+    float a = 0.0f;
+    for (int i = 0; i < n_splits; ++i) {
+      const float2 ml = __ldcg(&part_ml[base + i]);
+      if (ml.y > 0.0f) a += __ldcg(&part_acc[(base + i) * dv + e]) * __expf(ml.x - GM);
+    }
+    out[e] = a * inv;
+  }
+  if (threadIdx.x == 0) counters[t * n_head + h] = 0u;
+}
+
+// ---------------------------------------------------------------- tiled prefill
+
+constexpr int kTileQ = 16;   // queries per block (4 per warp)
+constexpr int kTileK = 32;   // keys per tile (one per lane)
+constexpr int kTileWarps = 4;
+constexpr int kQPerWarp = kTileQ / kTileWarps;
+
+template <DType KT, DType VT>
+__global__ void __launch_bounds__(32 * kTileWarps) attn_tile_kernel(TD q, TD k, TD v, const int32_t* pos, float scale,
+                                                                   int group, float* dst, ErrorSink sink) {
+  extern __shared__ float smem[];
+  const int d = static_cast<int>(q.ne[0]), dv = static_cast<int>(v.ne[0]);
+  const int dk = d + 1;  // padded K rows: lane j reads K[j][e] without bank conflicts
+  float* Qs = smem;                   // [kTileQ][d]
+  float* Ks = Qs + kTileQ * d;        // [kTileK][d + 1]
+  float* Vs = Ks + kTileK * dk;       // [kTileK][dv]
+  __shared__ int32_t qpos[kTileQ];
+  __shared__ int kv_max_s;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int h = blockIdx.y, n_head = gridDim.y;
+  const int64_t T = q.ne[2], n_kv = k.ne[2];
+  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kTileQ;
+  const int hk = h / group;
+
+  if (threadIdx.x == 0) kv_max_s = 0;
+  __syncthreads();
+  if (threadIdx.x < kTileQ) {
+    const int64_t t = t0 + threadIdx.x;
+    int32_t p = -1;
+    if (t < T) {
+      p = pos[t];
+      if (p < 0 || p >= n_kv) {
+        if (h == 0) report_error(sink, kErrAttentionPos, p, n_kv);
+        p = -1;
+      }
+    }
+    qpos[threadIdx.x] = p;
+    atomicMax(&kv_max_s, p + 1);
+  }
+  for (int i = threadIdx.x; i < kTileQ * d; i += blockDim.x) {
+    const int qi = i / d, e = i % d;
+    const int64_t t = t0 + qi;
+    float x = 0.0f;
+    if (t < T) x = *reinterpret_cast<const float*>(q.data + e * q.nb[0] + h * q.nb[1] + t * q.nb[2]) * scale;
+    Qs[i] = x;
+  }
+  __syncthreads();
+  const int kv_max = kv_max_s;
+
+  float m[kQPerWarp], l[kQPerWarp], acc[kQPerWarp][kMaxDvPerLane];
+#pragma unroll
+  for (int a = 0; a < kQPerWarp; ++a) {
+    m[a] = -INFINITY;
+    l[a] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kMaxDvPerLane; ++i) acc[a][i] = 0.0f;
+  }
+  const char* kbase = k.data + static_cast<int64_t>(hk) * k.nb[1];
+  const char* vbase = v.data + static_cast<int64_t>(hk) * v.nb[1];
+  for (int j0 = 0; j0 < kv_max; j0 += kTileK) {
+    const int jn = min(kTileK, kv_max - j0);
+    for (int i = threadIdx.x; i < kTileK * d; i += blockDim.x) {
+      const int j = i / d, e = i % d;
+      Ks[j * dk + e] = j < jn ? kv_elem<KT>(kbase + static_cast<int64_t>(j0 + j) * k.nb[2], e) : 0.0f;
+    }
+    for (int i = threadIdx.x; i < kTileK * dv; i += blockDim.x) {
+      const int j = i / dv, e = i % dv;
+      Vs[i] = j < jn ? kv_elem<VT>(vbase + static_cast<int64_t>(j0 + j) * v.nb[2], e) : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int a = 0; a < kQPerWarp; ++a) {
+      const int qi = warp * kQPerWarp + a;
+      const int32_t p = qpos[qi];
+      if (p < j0) continue;  // warp-uniform: every key of this tile is masked (or an idle query)
+      const float* qv = Qs + qi * d;
+      const float* kr = Ks + lane * dk;
+      float sc = 0.0f;
+      for (int e = 0; e < d; ++e) sc += qv[e] * kr[e];
+      const bool vis = j0 + lane <= p;
+      if (!vis) sc = -INFINITY;
+      const float m_new = fmaxf(m[a], warp_max(sc));
+      const float pj = vis ? __expf(sc - m_new) : 0.0f;
+      const float corr = __expf(m[a] - m_new);
+      l[a] = l[a] * corr + warp_sum(pj);
+#pragma unroll
+      for (int i = 0; i < kMaxDvPerLane; ++i) acc[a][i] *= corr;
+      for (int j = 0; j < kTileK; ++j) {
+        const float pb = __shfl_sync(0xffffffffu, pj, j);
+        const float* vr = Vs + j * dv;
+#pragma unroll
+        for (int i = 0; i < kMaxDvPerLane; ++i) {
+          const int e = lane + 32 * i;
+          if (e < dv) acc[a][i] += pb * vr[e];
+        }
+      }
+      m[a] = m_new;
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int a = 0; a < kQPerWarp; ++a) {
+    const int64_t t = t0 + warp * kQPerWarp + a;
+    if (t >= T) continue;
+    float* out = dst + (t * n_head + h) * dv;
+    const float inv = 1.0f / l[a];
+#pragma unroll
+    for (int i = 0; i < kMaxDvPerLane; ++i) {
+      const int e = lane + 32 * i;
+      if (e < dv) out[e] = acc[a][i] * inv;
+    }
+  }
+}
+
+// The same tiling specialised for head_dim == head_dim_v == D (64, 128, 256): lane l owns output
+// dims [l * D/32, (l + 1) * D/32); the four queries of a warp are processed together, so each
+// K and V element read from shared memory (as float4) serves four queries.
+template <int D>
+struct Vec;  // D/32 floats per lane
+template <> struct Vec<64> { float2 v; };
+template <> struct Vec<128> { float4 v; };
+template <> struct Vec<256> { float4 a, b; };
+
+template <int D, DType KT, DType VT>
+__global__ void __launch_bounds__(32 * kTileWarps) attn_tile_d_kernel(TD q, TD k, TD v, const int32_t* pos, float scale,
+                                                                     int group, float* dst, ErrorSink sink) {
+  constexpr int EPL = D / 32;   // output dims per lane
+  constexpr int DK = D + 4;     // padded K rows: 16-byte aligned, conflict-free float4 reads by row
+  extern __shared__ float4 smem4[];
+  float* Qs = reinterpret_cast<float*>(smem4);  // [kTileQ][D]
+  float* Ks = Qs + kTileQ * D;                  // [kTileK][DK]
+  float* Vs = Ks + kTileK * DK;                 // [kTileK][D]
+  float* Ps = Vs + kTileK * D;                  // [kTileWarps][kQPerWarp][kTileK]
+  __shared__ int32_t qpos[kTileQ];
+  __shared__ int kv_max_s;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int h = blockIdx.y, n_head = gridDim.y;
+  const int64_t T = q.ne[2], n_kv = k.ne[2];
+  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kTileQ;
+  const int hk = h / group;
+
+  if (threadIdx.x == 0) kv_max_s = 0;
+  __syncthreads();
+  if (threadIdx.x < kTileQ) {
+    const int64_t t = t0 + threadIdx.x;
+    int32_t p = -1;
+    if (t < T) {
+      p = pos[t];
+      if (p < 0 || p >= n_kv) {
+        if (h == 0) report_error(sink, kErrAttentionPos, p, n_kv);
+        p = -1;
+      }
+    }
+    qpos[threadIdx.x] = p;
+    atomicMax(&kv_max_s, p + 1);
+  }
+  for (int i = threadIdx.x; i < kTileQ * D; i += blockDim.x) {
+    const int qi = i / D, e = i % D;
+    const int64_t t = t0 + qi;
+    float x = 0.0f;
+    if (t < T) x = *reinterpret_cast<const float*>(q.data + e * q.nb[0] + h * q.nb[1] + t * q.nb[2]) * scale;
+    Qs[i] = x;
+  }
+  __syncthreads();
+  const int kv_max = kv_max_s;
+  int32_t p[kQPerWarp];
+  float m[kQPerWarp], l[kQPerWarp], acc[kQPerWarp][EPL];
+#pragma unroll
+  for (int a = 0; a < kQPerWarp; ++a) {
+    p[a] = qpos[warp * kQPerWarp + a];
+    m[a] = -INFINITY;
+    l[a] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < EPL; ++i) acc[a][i] = 0.0f;
+  }
+  int32_t pmax = p[0];
+#pragma unroll
+  for (int a = 1; a < kQPerWarp; ++a) pmax = max(pmax, p[a]);
+  const char* kbase = k.data + static_cast<int64_t>(hk) * k.nb[1];
+  const char* vbase = v.data + static_cast<int64_t>(hk) * v.nb[1];
+  float* P = Ps + warp * kQPerWarp * kTileK;
+  for (int j0 = 0; j0 < kv_max; j0 += kTileK) {
+    const int jn = min(kTileK, kv_max - j0);
+    for (int i = threadIdx.x; i < kTileK * D; i += blockDim.x) {
+      const int j = i / D, e = i % D;
+      const bool in = j < jn;
+      Ks[j * DK + e] = in ? kv_elem<KT>(kbase + static_cast<int64_t>(j0 + j) * k.nb[2], e) : 0.0f;
+      Vs[i] = in ? kv_elem<VT>(vbase + static_cast<int64_t>(j0 + j) * v.nb[2], e) : 0.0f;
+    }
+    __syncthreads();
+    if (pmax >= j0) {  // warp-uniform: some query of this warp sees a key of this tile
+      float sc[kQPerWarp];
+#pragma unroll
+      for (int a = 0; a < kQPerWarp; ++a) sc[a] = 0.0f;
+      const float4* kr = reinterpret_cast<const float4*>(Ks + lane * DK);
+#pragma unroll 8
+      for (int e4 = 0; e4 < D / 4; ++e4) {
+        const float4 kk = kr[e4];
+#pragma unroll
+        for (int a = 0; a < kQPerWarp; ++a) {
+          const float4 qq = reinterpret_cast<const float4*>(Qs + (warp * kQPerWarp + a) * D)[e4];
+          sc[a] += qq.x * kk.x + qq.y * kk.y + qq.z * kk.z + qq.w * kk.w;
+        }
+      }
+#pragma unroll
+      for (int a = 0; a < kQPerWarp; ++a) {
+        const bool vis = j0 + lane <= p[a];
+        const float s = vis ? sc[a] : -INFINITY;
+        const float m_new = fmaxf(m[a], warp_max(s));
+        const float pj = vis ? __expf(s - m_new) : 0.0f;
+        const float corr = m_new == -INFINITY ? 1.0f : __expf(m[a] - m_new);
+        l[a] = l[a] * corr + warp_sum(pj);
+#pragma unroll
+        for (int i = 0; i < EPL; ++i) acc[a][i] *= corr;
+        m[a] = m_new;
+        P[a * kTileK + lane] = pj;
+      }
+      __syncwarp();
+#pragma unroll 4
+      for (int j = 0; j < kTileK; ++j) {
+        float vv[EPL];
+        const float* vr = Vs + j * D + lane * EPL;
+        if constexpr (EPL == 2) {
+          const float2 t2 = *reinterpret_cast<const float2*>(vr);
+          vv[0] = t2.x; vv[1] = t2.y;
+        } else {
+#pragma unroll
+          for (int i4 = 0; i4 < EPL / 4; ++i4) {
+            const float4 t4 = reinterpret_cast<const float4*>(vr)[i4];
+            vv[4 * i4] = t4.x; vv[4 * i4 + 1] = t4.y; vv[4 * i4 + 2] = t4.z; vv[4 * i4 + 3] = t4.w;
+          }
+        }
+#pragma unroll
+        for (int a = 0; a < kQPerWarp; ++a) {
+          const float pj = P[a * kTileK + j];
+#pragma unroll
+          for (int i = 0; i < EPL; ++i) acc[a][i] += pj * vv[i];
+        }
+      }
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int a = 0; a < kQPerWarp; ++a) {
+    const int64_t t = t0 + warp * kQPerWarp + a;
+    if (t >= T) continue;
+    float* out = dst + (t * n_head + h) * D + lane * EPL;
+    const float inv = 1.0f / l[a];
+#pragma unroll
+    for (int i = 0; i < EPL; ++i) out[i] = acc[a][i] * inv;
+  }
+}
+
+template <int D, DType KT, DType VT>
+void launch_tile_d(KernelContext& kc, const Tensor& q, const Tensor& k, const Tensor& v, const int32_t* p, float scale,
+                   int group, float* out) {
+  const size_t smem = (static_cast<size_t>(kTileQ) * D + static_cast<size_t>(kTileK) * (D + 4) +
+                       static_cast<size_t>(kTileK) * D + static_cast<size_t>(kTileWarps) * kQPerWarp * kTileK) *
+                      sizeof(float);
+  if (smem > 48 * 1024) {
+    static bool raised = false;
+    if (!raised) {
+      MINFER_CUDA_CHECK(cudaFuncSetAttribute(attn_tile_d_kernel<D, KT, VT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(smem)),
+                        kc.where());
+      raised = true;
+    }
+  }
+  const int64_t T = q.ne[2], n_head = q.ne[1];
+  attn_tile_d_kernel<D, KT, VT><<<dim3(static_cast<unsigned>(ceil_div(T, kTileQ)), static_cast<unsigned>(n_head)),
+                                  32 * kTileWarps, smem, kc.stream>>>(td(q), td(k), td(v), p, scale, group, out, kc.sink());
+  kc.check_launch("attn_tile_d_kernel");
+}
+
+template <DType KT, DType VT>
+void launch_attention(KernelContext& kc, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& pos,
+                      float scale, Tensor& dst) {
+  const int64_t d = q.ne[0], dv = v.ne[0], n_head = q.ne[1], T = q.ne[2], n_kv = k.ne[2];
+  const int group = static_cast<int>(n_head / k.ne[1]);
+  const auto* p = static_cast<const int32_t*>(pos.data);
+  float* out = static_cast<float*>(dst.data);
+  if (T <= 8) {
+    const int64_t target_blocks = 2 * static_cast<int64_t>(kc.prop->multiProcessorCount);
+    const int64_t by_len = std::max<int64_t>(1, ceil_div(n_kv, 32));
+    const int n_splits = static_cast<int>(std::clamp<int64_t>(ceil_div(target_blocks, n_head * T), 1, std::min<int64_t>(by_len, 64)));
+    const int64_t parts = T * n_head * n_splits;
+    const size_t acc_bytes = (static_cast<size_t>(parts * dv) * 4 + 255) / 256 * 256;
+    char* s = static_cast<char*>(kc.scratch_bytes(acc_bytes + static_cast<size_t>(parts) * sizeof(float2)));
+    auto* part_acc = reinterpret_cast<float*>(s);
+    auto* part_ml = reinterpret_cast<float2*>(s + acc_bytes);
+    const size_t smem = (static_cast<size_t>(d) + kSplitWarps * dv + 2 * kSplitWarps) * sizeof(float);
+    if (T * n_head > kc.n_counters) throw OpError(kc.where() + ": too many heads x queries for split attention");
+    attn_split_kernel<KT, VT><<<dim3(n_splits, static_cast<unsigned>(n_head), static_cast<unsigned>(T)),
+                                32 * kSplitWarps, smem, kc.stream>>>(td(q), td(k), td(v), p, scale, group, part_acc,
+                                                                     part_ml, kc.counters, out, kc.sink());
+    kc.check_launch("attn_split_kernel");
+    return;
+  }
+  if (d == dv && (d == 64 || d == 128 || d == 256)) {
+    if (d == 64) return launch_tile_d<64, KT, VT>(kc, q, k, v, p, scale, group, out);
+    if (d == 128) return launch_tile_d<128, KT, VT>(kc, q, k, v, p, scale, group, out);
+    return launch_tile_d<256, KT, VT>(kc, q, k, v, p, scale, group, out);
+  }
+  const size_t smem = (static_cast<size_t>(kTileQ) * d + static_cast<size_t>(kTileK) * (d + 1) +
+                       static_cast<size_t>(kTileK) * dv) * sizeof(float);
+  if (smem > 48 * 1024) {
+    if (smem > static_cast<size_t>(kc.prop->sharedMemPerBlockOptin))
+      throw OpError(kc.where() + ": head dims too large for the attention kernel's shared memory");
+    // Raised once per instantiation (outside any later graph capture) to the most this kernel can
+    // take: the opt-in limit minus its static shared memory.
+    static bool raised = false;
+    if (!raised) {
+      cudaFuncAttributes fa{};
+      MINFER_CUDA_CHECK(cudaFuncGetAttributes(&fa, attn_tile_kernel<KT, VT>), kc.where());
+      const size_t max_dyn = static_cast<size_t>(kc.prop->sharedMemPerBlockOptin) - fa.sharedSizeBytes;
+      if (smem > max_dyn) throw OpError(kc.where() + ": head dims too large for the attention kernel's shared memory");
+      MINFER_CUDA_CHECK(cudaFuncSetAttribute(attn_tile_kernel<KT, VT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(max_dyn)),
+                        kc.where());
+      raised = true;
+    }
+  }
+  attn_tile_kernel<KT, VT><<<dim3(static_cast<unsigned>(ceil_div(T, kTileQ)), static_cast<unsigned>(n_head)),
+                             32 * kTileWarps, smem, kc.stream>>>(td(q), td(k), td(v), p, scale, group, out, kc.sink());
+  kc.check_launch("attn_tile_kernel");
+}
+
+template <DType KT>
+void dispatch_v(KernelContext& kc, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& pos, float scale,
+                Tensor& dst) {
+  switch (v.type) {
+    case DType::F32: return launch_attention<KT, DType::F32>(kc, q, k, v, pos, scale, dst);
+    case DType::F16: return launch_attention<KT, DType::F16>(kc, q, k, v, pos, scale, dst);
+    case DType::Q8_0: return launch_attention<KT, DType::Q8_0>(kc, q, k, v, pos, scale, dst);
+    default: throw OpError(kc.where() + ": v dtype not supported");
+  }
+}
+
+}  // namespace
+
+void k_kv_store(KernelContext& kc, Tensor& dst) {
+  const Tensor& cache = *dst.src[0];
+  const Tensor& x = *dst.src[1];
+  const Tensor& pos = *dst.src[2];
+  if (!pos.is_contiguous()) throw OpError(kc.where() + ": pos must be contiguous");
+  const int64_t rows = x.ne[1] * x.ne[2];
+  if (rows == 0) return;
+  const unsigned g = static_cast<unsigned>(rows);
+  const auto* p = static_cast<const int32_t*>(pos.data);
+  switch (cache.type) {
+    case DType::F32: kv_store_kernel<DType::F32><<<g, row_threads(x.ne[0]), 0, kc.stream>>>(td(x), td(cache), p, kc.sink()); break;
+    case DType::F16: kv_store_kernel<DType::F16><<<g, row_threads(x.ne[0]), 0, kc.stream>>>(td(x), td(cache), p, kc.sink()); break;
+    case DType::Q8_0:
+      if (x.ne[0] % 32 != 0) throw OpError(kc.where() + ": a q8_0 cache needs head_dim % 32 == 0");
+      kv_store_kernel<DType::Q8_0><<<g, 128, 0, kc.stream>>>(td(x), td(cache), p, kc.sink());
+      break;
+    default: throw OpError(kc.where() + ": cache dtype not supported");
+  }
+  kc.check_launch("kv_store_kernel");
+}
+
+void k_attention(KernelContext& kc, Tensor& dst) {
+  const Tensor& q = *dst.src[0];
+  const Tensor& k = *dst.src[1];
+  const Tensor& v = *dst.src[2];
+  const Tensor& pos = *dst.src[3];
+  if (!pos.is_contiguous()) throw OpError(kc.where() + ": pos must be contiguous");
+  if (v.ne[0] > 32 * kMaxDvPerLane) throw OpError(kc.where() + ": head_dim_v > 256 is not supported");
+  if (q.ne[2] == 0 || q.ne[1] == 0) return;
+  const float scale = dst.param<float>(0);
+  switch (k.type) {
+    case DType::F32: return dispatch_v<DType::F32>(kc, q, k, v, pos, scale, dst);
+    case DType::F16: return dispatch_v<DType::F16>(kc, q, k, v, pos, scale, dst);
+    case DType::Q8_0: return dispatch_v<DType::Q8_0>(kc, q, k, v, pos, scale, dst);
+    default: throw OpError(kc.where() + ": k dtype not supported");
+  }
+}
+
+}  // namespace minfer::cuda

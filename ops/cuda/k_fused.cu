@@ -1,0 +1,336 @@
+// Fused ops on the GPU.
+//
+// QKV: the q/k/v projections as one matmul when wq|wk|wv are adjacent rows of one weight (else
+// three), then ONE epilogue kernel per (head, token) that adds the bias, applies the per-head
+// RMSNorm (Qwen3's q_norm/k_norm), rotates q and k (RoPE, positions from the device) and stores k
+// and v into the caches at pos; the rotated q is the node's output. The decomposition in
+// ops/lower.cpp spends up to 9 kernels on the same work; the arithmetic here is the same, in the
+// same order (bias, norm, rope, store).
+//
+// FFN_SWIGLU: gate|up as one matmul when adjacent (else two), SwiGLU, down. For decode (N <= 8,
+// an MMVQ down weight) the SwiGLU kernel writes the down projection's q8_1 activations directly.
+#include <algorithm>
+#include <cstdlib>
+#include <string_view>
+
+#include "ops/cuda/device.cuh"
+#include "ops/cuda/kernels.cuh"
+#include "ops/cuda/quant_device.cuh"
+#include "ops/rope.h"
+
+namespace minfer::cuda {
+namespace {
+
+struct QkvArgs {
+  const float* q;  // matmul output rows: q/k/v head h of token t at base + t * stride + h * hd
+  const float* k;
+  const float* v;
+  int64_t q_stride, k_stride, v_stride;
+  const char* bias[3];  // optional bq, bk, bv (f32/f16, element stride bias_nb0)
+  DType bias_type[3];
+  int64_t bias_nb0[3];
+  const char* norm[2];  // optional q_norm, k_norm
+  DType norm_type[2];
+  int64_t norm_nb0[2];
+  float eps;
+  const int32_t* pos;
+  float* dst;  // [hd, n_head, N]
+  TD kc, vc;   // caches [hd, n_head_kv, n_ctx]
+  int hd, n_head, n_head_kv, n_rot;
+  bool neox;
+  double freq_base, freq_scale;
+  ErrorSink sink;
+};
+
+template <DType C>
+__device__ __forceinline__ void store_cache_row(const float* row, char* out, int hd) {
+  if constexpr (C == DType::Q8_0) {
+    const int lane = threadIdx.x & 31;
+    for (int b = threadIdx.x >> 5; b < hd / 32; b += blockDim.x >> 5)
+      warp_quantize_q8_0(row[b * 32 + lane], reinterpret_cast<BlockQ8_0*>(out) + b, lane);
+  } else {
+    for (int e = threadIdx.x; e < hd; e += blockDim.x) {
+      if constexpr (C == DType::F32) reinterpret_cast<float*>(out)[e] = row[e];
+      else reinterpret_cast<__half*>(out)[e] = __float2half_rn(row[e]);
+    }
+  }
+}
+
+template <DType KC, DType VC>
+__global__ void qkv_epilogue_kernel(QkvArgs a) {
+  extern __shared__ float row[];  // [hd]
+  __shared__ float red[32];
+  const int hh = blockIdx.x;
+  const int64_t t = blockIdx.y;
+  const int hd = a.hd;
+  const int kind = hh < a.n_head ? 0 : hh < a.n_head + a.n_head_kv ? 1 : 2;  // q, k, v
+  const int h = kind == 0 ? hh : kind == 1 ? hh - a.n_head : hh - a.n_head - a.n_head_kv;
+  const float* src = kind == 0 ? a.q + t * a.q_stride : kind == 1 ? a.k + t * a.k_stride : a.v + t * a.v_stride;
+  src += static_cast<int64_t>(h) * hd;
+  const char* bias = a.bias[kind];
+  // Bias (per output row, broadcast over tokens), then the per-head RMSNorm of q and k.
+  float ss = 0.0f;
+  for (int e = threadIdx.x; e < hd; e += blockDim.x) {
+    float v = src[e];
+    if (bias) v += load_scalar(a.bias_type[kind], bias + (static_cast<int64_t>(h) * hd + e) * a.bias_nb0[kind]);
+    row[e] = v;
+    ss += v * v;
+  }
+  const bool norm = kind < 2 && a.norm[kind] != nullptr;
+  if (norm) {
+    ss = block_sum(ss, red);
+    const float inv = 1.0f / sqrtf(ss / static_cast<float>(hd) + a.eps);
+    for (int e = threadIdx.x; e < hd; e += blockDim.x)
+      row[e] = row[e] * inv * load_scalar(a.norm_type[kind], a.norm[kind] + e * a.norm_nb0[kind]);
+  }
+  __syncthreads();
+  // RoPE on q and k: pair k rotates by pos * freq_scale * freq_base^(-2k/n_rot) (double angles).
+  const int32_t p = a.pos[t];
+  if (kind < 2) {
+    const int half = a.n_rot / 2;
+    for (int k = threadIdx.x; k < half; k += blockDim.x) {
+      const double theta = a.freq_scale * pow(a.freq_base, -2.0 * k / static_cast<double>(a.n_rot));
+      double sd, cd;
+      sincos(static_cast<double>(p) * theta, &sd, &cd);
+      const float c = static_cast<float>(cd), s = static_cast<float>(sd);
+      const int i0 = a.neox ? k : 2 * k, i1 = a.neox ? k + half : 2 * k + 1;
+      const float x0 = row[i0], x1 = row[i1];
+      row[i0] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+      row[i1] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+    }
+    __syncthreads();
+  }
+  if (kind == 0) {
+    float* out = a.dst + (t * a.n_head + h) * hd;
+    for (int e = threadIdx.x; e < hd; e += blockDim.x) out[e] = row[e];
+    return;
+  }
+  const TD& cache = kind == 1 ? a.kc : a.vc;
+  if (p < 0 || p >= cache.ne[2]) {
+    if (threadIdx.x == 0) report_error(a.sink, kErrKvStorePos, p, cache.ne[2]);
+    return;
+  }
+  char* out = cache.data + static_cast<int64_t>(h) * cache.nb[1] + static_cast<int64_t>(p) * cache.nb[2];
+  if (kind == 1) store_cache_row<KC>(row, out, hd);
+  else store_cache_row<VC>(row, out, hd);
+}
+
+bool weight_ok(const Tensor* w) {
+  if (!w) return false;
+  switch (w->type) {
+    case DType::F32: case DType::F16: case DType::BF16: case DType::Q4_0: case DType::Q4_1: case DType::Q5_0:
+    case DType::Q5_1: case DType::Q8_0: case DType::Q8_1: case DType::Q2_K: case DType::Q3_K: case DType::Q4_K:
+    case DType::Q5_K: case DType::Q6_K:
+      break;
+    default: return false;
+  }
+  return w->nb[0] == dtype_type_size(w->type) && w->nb[1] % dtype_type_size(w->type) == 0 && w->ne[2] == 1 &&
+         w->ne[3] == 1;
+}
+
+bool small_float(const Tensor* t) { return !t || t->type == DType::F32 || t->type == DType::F16; }
+
+// ops::adjacent_rows without a Context: b's rows directly follow a's in one contiguous storage.
+bool adjacent(const Tensor* a, const Tensor* b) {
+  if (!a->view_src || a->view_src != b->view_src || a->type != b->type || a->ne[0] != b->ne[0]) return false;
+  if (!a->is_contiguous() || !b->is_contiguous()) return false;
+  return b->view_offs == a->view_offs + a->nbytes() && static_cast<const char*>(b->data) ==
+                                                            static_cast<const char*>(a->data) + a->nbytes();
+}
+
+// A stack tensor describing contiguous f32 [m, n] at p.
+Tensor f32_matrix(float* p, int64_t m, int64_t n) {
+  Tensor t;
+  t.type = DType::F32;
+  t.ne = {m, n, 1, 1};
+  t.nb = {4, static_cast<size_t>(m) * 4, static_cast<size_t>(m * n) * 4, static_cast<size_t>(m * n) * 4};
+  t.data = p;
+  return t;
+}
+
+size_t align256(size_t v) { return (v + 255) / 256 * 256; }
+
+template <DType KC>
+void launch_epilogue_v(const QkvArgs& a, DType vt, dim3 grid, int threads, size_t smem, cudaStream_t s) {
+  switch (vt) {
+    case DType::F32: qkv_epilogue_kernel<KC, DType::F32><<<grid, threads, smem, s>>>(a); break;
+    case DType::F16: qkv_epilogue_kernel<KC, DType::F16><<<grid, threads, smem, s>>>(a); break;
+    default: qkv_epilogue_kernel<KC, DType::Q8_0><<<grid, threads, smem, s>>>(a); break;
+  }
+}
+
+}  // namespace
+
+// MINFER_CUDA_FUSED=0 turns the fused kernels off (the executor then lowers QKV and FFN_SWIGLU).
+bool fused_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("MINFER_CUDA_FUSED");
+    return !(v && std::string_view(v) == "0");
+  }();
+  return on;
+}
+
+bool s_qkv(const Tensor& n) {
+  if (!fused_enabled()) return false;
+  const Tensor *x = n.src[0], *wq = n.src[1], *wk = n.src[2], *wv = n.src[3];
+  const Tensor *pos = n.src[9], *kc = n.src[10], *vc = n.src[11];
+  if (!x || x->type != DType::F32 || !weight_ok(wq) || !weight_ok(wk) || !weight_ok(wv)) return false;
+  for (int i = 4; i <= 8; ++i)
+    if (!small_float(n.src[i])) return false;
+  if (!pos || !pos->is_contiguous() || !kc || !vc || !kc->is_contiguous() || !vc->is_contiguous()) return false;
+  const int64_t hd = n.param<int32_t>(2);
+  for (const Tensor* c : {kc, vc}) {
+    if (c->type != DType::F32 && c->type != DType::F16 && c->type != DType::Q8_0) return false;
+    if (c->type == DType::Q8_0 && hd % 32 != 0) return false;
+  }
+  return hd > 0 && hd <= 4096;
+}
+
+void k_qkv(KernelContext& kc, Tensor& node) {
+  const Tensor &x = *node.src[0], &wq = *node.src[1], &wk = *node.src[2], &wv = *node.src[3];
+  const Tensor& pos = *node.src[9];
+  Tensor &kcache = *node.src[10], &vcache = *node.src[11];
+  const int n_head = node.param<int32_t>(0), n_head_kv = node.param<int32_t>(1), hd = node.param<int32_t>(2);
+  const ops::RopeParams rp = ops::rope_params_of(node, 4);
+  const int64_t N = x.ne[1], nq = wq.ne[1], nk = wk.ne[1], nv = wv.ne[1];
+  if (N == 0) return;
+
+  const bool fused = adjacent(&wq, &wk) && adjacent(&wk, &wv);
+  Tensor wqkv;
+  size_t sub = 0;
+  if (fused) {
+    wqkv = wq;
+    wqkv.ne[1] = nq + nk + nv;
+    sub = matmul_scratch(wqkv, x);
+  } else {
+    sub = std::max({matmul_scratch(wq, x), matmul_scratch(wk, x), matmul_scratch(wv, x)});
+  }
+  const size_t out_bytes = align256(static_cast<size_t>((nq + nk + nv) * N) * 4);
+  auto* out = static_cast<float*>(kc.scratch_bytes(out_bytes + sub));  // reserves both parts
+  const size_t saved = kc.scratch_offset;
+  kc.scratch_offset += out_bytes;
+  QkvArgs a{};
+  if (fused) {
+    Tensor o = f32_matrix(out, nq + nk + nv, N);
+    matmul(kc, wqkv, x, o);
+    a.q = out;
+    a.k = out + nq;
+    a.v = out + nq + nk;
+    a.q_stride = a.k_stride = a.v_stride = nq + nk + nv;
+  } else {
+    Tensor oq = f32_matrix(out, nq, N), ok = f32_matrix(out + nq * N, nk, N), ov = f32_matrix(out + (nq + nk) * N, nv, N);
+    matmul(kc, wq, x, oq);
+    matmul(kc, wk, x, ok);
+    matmul(kc, wv, x, ov);
+    a.q = out;
+    a.k = out + nq * N;
+    a.v = out + (nq + nk) * N;
+    a.q_stride = nq;
+    a.k_stride = nk;
+    a.v_stride = nv;
+  }
+  kc.scratch_offset = saved;
+  for (int i = 0; i < 3; ++i) {
+    const Tensor* b = node.src[4 + i];
+    a.bias[i] = b ? static_cast<const char*>(b->data) : nullptr;
+    a.bias_type[i] = b ? b->type : DType::F32;
+    a.bias_nb0[i] = b ? static_cast<int64_t>(b->nb[0]) : 0;
+  }
+  for (int i = 0; i < 2; ++i) {
+    const Tensor* w = node.src[7 + i];
+    a.norm[i] = w ? static_cast<const char*>(w->data) : nullptr;
+    a.norm_type[i] = w ? w->type : DType::F32;
+    a.norm_nb0[i] = w ? static_cast<int64_t>(w->nb[0]) : 0;
+  }
+  a.eps = node.param<float>(3);
+  a.pos = static_cast<const int32_t*>(pos.data);
+  a.dst = static_cast<float*>(node.data);
+  a.kc = td(kcache);
+  a.vc = td(vcache);
+  a.hd = hd;
+  a.n_head = n_head;
+  a.n_head_kv = n_head_kv;
+  a.n_rot = rp.n_rot;
+  a.neox = rp.mode == ops::RopeMode::NEOX;
+  a.freq_base = rp.freq_base;
+  a.freq_scale = rp.freq_scale;
+  a.sink = kc.sink();
+  const dim3 grid(static_cast<unsigned>(n_head + 2 * n_head_kv), static_cast<unsigned>(N));
+  const int threads = row_threads(hd, 256);
+  const size_t smem = static_cast<size_t>(hd) * sizeof(float);
+  switch (kcache.type) {
+    case DType::F32: launch_epilogue_v<DType::F32>(a, vcache.type, grid, threads, smem, kc.stream); break;
+    case DType::F16: launch_epilogue_v<DType::F16>(a, vcache.type, grid, threads, smem, kc.stream); break;
+    default: launch_epilogue_v<DType::Q8_0>(a, vcache.type, grid, threads, smem, kc.stream); break;
+  }
+  kc.check_launch("qkv_epilogue_kernel");
+}
+
+bool s_ffn_swiglu(const Tensor& n) {
+  if (!fused_enabled()) return false;
+  const Tensor *x = n.src[0], *wg = n.src[1], *wu = n.src[2], *wd = n.src[3];
+  return x && x->type == DType::F32 && weight_ok(wg) && weight_ok(wu) && weight_ok(wd);
+}
+
+void k_ffn_swiglu(KernelContext& kc, Tensor& node) {
+  const Tensor &x = *node.src[0], &wg = *node.src[1], &wu = *node.src[2], &wd = *node.src[3];
+  const int64_t N = x.ne[1], n_ff = wg.ne[1];
+  if (N == 0) return;
+  const bool fused = adjacent(&wg, &wu);
+  Tensor wgu;
+  size_t sub;
+  if (fused) {
+    wgu = wg;
+    wgu.ne[1] = 2 * n_ff;
+    sub = matmul_scratch(wgu, x);
+  } else {
+    sub = std::max(matmul_scratch(wg, x), matmul_scratch(wu, x));
+  }
+  // The down projection's input: q8_1 planes straight from the SwiGLU kernel (decode), else f32.
+  const bool q8 = N <= 8 && mmvq_supported(wd.type);
+  const size_t gu_bytes = align256(static_cast<size_t>(2 * n_ff * N) * 4);
+  const size_t h_bytes = q8 ? align256(static_cast<size_t>(n_ff * N)) + align256(static_cast<size_t>(n_ff / 32 * N) * 8)
+                            : align256(static_cast<size_t>(n_ff * N) * 4);
+  Tensor h = f32_matrix(nullptr, n_ff, N);
+  sub = std::max(sub, q8 ? size_t{0} : matmul_scratch(wd, h));
+  char* base = static_cast<char*>(kc.scratch_bytes(gu_bytes + h_bytes + sub));
+  auto* gu = reinterpret_cast<float*>(base);
+  char* hbuf = base + gu_bytes;
+  const size_t saved = kc.scratch_offset;
+  kc.scratch_offset += gu_bytes + h_bytes;
+  // The residual (an ADD folded in by the dispatch loop) belongs to the down projection only.
+  const float* residual = kc.residual;
+  float* residual_out = kc.residual_out;
+  kc.residual = nullptr;
+  kc.residual_out = nullptr;
+  TD g{}, u{};
+  if (fused) {
+    Tensor o = f32_matrix(gu, 2 * n_ff, N);
+    matmul(kc, wgu, x, o);
+    g = td(o);
+    g.ne[0] = n_ff;
+    u = g;
+    u.data += n_ff * 4;
+  } else {
+    Tensor og = f32_matrix(gu, n_ff, N), ou = f32_matrix(gu + n_ff * N, n_ff, N);
+    matmul(kc, wg, x, og);
+    matmul(kc, wu, x, ou);
+    g = td(og);
+    u = td(ou);
+  }
+  if (q8) {
+    auto* qs = reinterpret_cast<int8_t*>(hbuf);
+    auto* ds = reinterpret_cast<float2*>(hbuf + align256(static_cast<size_t>(n_ff * N)));
+    swiglu_q8_1(kc, g, u, qs, ds);
+    kc.scratch_offset = saved;
+    mmvq(kc, wd, qs, ds, N, 1, 1, residual_out ? residual_out : static_cast<float*>(node.data), residual);
+    return;
+  }
+  if (residual_out) throw std::logic_error(kc.where() + ": residual fusion without the q8 down path");
+  h.data = hbuf;
+  swiglu_f32(kc, g, u, reinterpret_cast<float*>(hbuf));
+  matmul(kc, wd, h, node);
+  kc.scratch_offset = saved;
+}
+
+}  // namespace minfer::cuda

@@ -1,0 +1,174 @@
+// Row-wise kernels: rms_norm, soft_max, rope (one block per row; semantics of ops/cpu/k_norm.cpp).
+// Each may run in place (dst aliasing x): every element is read before the same thread writes it,
+// and reductions finish (barrier) before the first write.
+#include "ops/cuda/device.cuh"
+#include "ops/cuda/kernels.cuh"
+#include "ops/rope.h"
+
+namespace minfer::cuda {
+namespace {
+
+__global__ void rms_norm_kernel(TD x, DType xt, TD w, DType wt, bool has_w, float eps, float* dst) {
+  __shared__ float red[32];
+  int64_t i1, i2, i3;
+  split_row(blockIdx.x, x.ne, i1, i2, i3);
+  const char* rx = td_row(x, i1, i2, i3);
+  const int64_t n = x.ne[0];
+  float s = 0.0f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = load_scalar(xt, rx + i * x.nb[0]);
+    s += v * v;
+  }
+  s = block_sum(s, red);
+  const float inv = 1.0f / sqrtf(s / static_cast<float>(n) + eps);
+  float* rd = dst + static_cast<int64_t>(blockIdx.x) * n;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    float v = load_scalar(xt, rx + i * x.nb[0]) * inv;
+    if (has_w) v *= load_scalar(wt, w.data + i * w.nb[0]);
+    rd[i] = v;
+  }
+}
+
+__global__ void soft_max_kernel(TD x, const int32_t* pos, float scale, float* dst, ErrorSink sink) {
+  __shared__ float red[32];
+  int64_t i1, i2, i3;
+  split_row(blockIdx.x, x.ne, i1, i2, i3);
+  const char* rx = td_row(x, i1, i2, i3);
+  const int64_t n = x.ne[0];
+  int64_t n_vis = n;
+  if (pos) {
+    const int32_t p = pos[i1];
+    if (p < 0) {
+      if (threadIdx.x == 0) report_error(sink, kErrSoftMaxPos, p, 0);
+      n_vis = 0;
+    } else {
+      n_vis = min(n, static_cast<int64_t>(p) + 1);
+    }
+  }
+  float mx = -INFINITY;
+  for (int64_t i = threadIdx.x; i < n_vis; i += blockDim.x)
+    mx = fmaxf(mx, scale * *reinterpret_cast<const float*>(rx + i * x.nb[0]));
+  mx = block_max(mx, red);
+  float sum = 0.0f;
+  for (int64_t i = threadIdx.x; i < n_vis; i += blockDim.x)
+    sum += expf(scale * *reinterpret_cast<const float*>(rx + i * x.nb[0]) - mx);
+  sum = block_sum(sum, red);
+  const float inv = 1.0f / sum;
+  float* rd = dst + static_cast<int64_t>(blockIdx.x) * n;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    float v = 0.0f;
+    if (i < n_vis) v = expf(scale * *reinterpret_cast<const float*>(rx + i * x.nb[0]) - mx) * inv;
+    rd[i] = v;
+  }
+}
+
+// Pair k of a head rotates by pos * theta_k, theta_k = freq_scale * freq_base^(-2k/n_rot), formed
+// in double as on the CPU (f32 angles lose ~1e-4 rad at positions in the thousands).
+__global__ void rope_kernel(TD x, const int32_t* pos, float* dst, int n_rot, bool neox, double freq_base,
+                            double freq_scale) {
+  int64_t i1, i2, i3;
+  split_row(blockIdx.x, x.ne, i1, i2, i3);
+  const float* rx = reinterpret_cast<const float*>(td_row(x, i1, i2, i3));
+  const int64_t hd = x.ne[0], e0 = x.nb[0] / 4;
+  float* rd = dst + static_cast<int64_t>(blockIdx.x) * hd;
+  const double position = static_cast<double>(pos[i2]);
+  const int half = n_rot / 2;
+  for (int k = threadIdx.x; k < half; k += blockDim.x) {
+    const double theta = freq_scale * pow(freq_base, -2.0 * k / static_cast<double>(n_rot));
+    double sd, cd;
+    sincos(position * theta, &sd, &cd);
+    const float c = static_cast<float>(cd), s = static_cast<float>(sd);
+    const int64_t a = neox ? k : 2 * k;
+    const int64_t b = neox ? k + half : 2 * k + 1;
+    const float x0 = rx[a * e0], x1 = rx[b * e0];
+    rd[a] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+    rd[b] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+  }
+  for (int64_t i = n_rot + threadIdx.x; i < hd; i += blockDim.x) rd[i] = rx[i * e0];
+}
+
+// rms_norm_kernel's values, quantized per 32-element block as quantize_q8_1_kernel does (one warp
+// per block), so the planes equal those of the two separate kernels.
+__global__ void rms_norm_q8_1_kernel(TD x, DType xt, TD w, DType wt, bool has_w, float eps, int8_t* qs, float2* ds) {
+  __shared__ float red[32];
+  int64_t i1, i2, i3;
+  split_row(blockIdx.x, x.ne, i1, i2, i3);
+  const char* rx = td_row(x, i1, i2, i3);
+  const int64_t n = x.ne[0];
+  float s = 0.0f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = load_scalar(xt, rx + i * x.nb[0]);
+    s += v * v;
+  }
+  s = block_sum(s, red);
+  const float inv = 1.0f / sqrtf(s / static_cast<float>(n) + eps);
+  const int lane = threadIdx.x & 31;
+  const int64_t r = blockIdx.x, U = n / 32;
+  for (int64_t b = threadIdx.x >> 5; b < U; b += blockDim.x >> 5) {
+    const int64_t i = b * 32 + lane;
+    float v = load_scalar(xt, rx + i * x.nb[0]) * inv;
+    if (has_w) v *= load_scalar(wt, w.data + i * w.nb[0]);
+    const bool finite = __all_sync(0xffffffffu, fabsf(v) <= 3.402823466e38f);
+    const float amax = warp_max(fabsf(v));
+    const float d = finite ? amax / 127.0f : __int_as_float(0x7fc00000);
+    const float id = (finite && d != 0.0f) ? 1.0f / d : 0.0f;
+    const int q = finite ? static_cast<int>(roundf(v * id)) : 0;
+    qs[r * n + i] = static_cast<int8_t>(q);
+    const float sum = warp_sum(static_cast<float>(q));
+    if (lane == 0) ds[r * U + b] = make_float2(d, d * sum);
+  }
+}
+
+}  // namespace
+
+void rms_norm_q8_1(KernelContext& kc, const Tensor& node, int8_t* qs, float2* ds) {
+  const Tensor& x = *node.src[0];
+  const Tensor* w = node.src[1];
+  const int64_t rows = x.nrows();
+  if (rows == 0) return;
+  TD wd{};
+  if (w) wd = td(*w);
+  rms_norm_q8_1_kernel<<<static_cast<unsigned>(rows), row_threads(x.ne[0], 512), 0, kc.stream>>>(
+      td(x), x.type, wd, w ? w->type : DType::F32, w != nullptr, node.param<float>(0), qs, ds);
+  kc.check_launch("rms_norm_q8_1_kernel");
+}
+
+void k_rms_norm(KernelContext& kc, Tensor& dst) {
+  const Tensor& x = *dst.src[0];
+  const Tensor* w = dst.src[1];
+  const int64_t rows = x.nrows();
+  if (rows == 0) return;
+  TD wd{};
+  if (w) wd = td(*w);
+  rms_norm_kernel<<<static_cast<unsigned>(rows), row_threads(x.ne[0], 512), 0, kc.stream>>>(
+      td(x), x.type, wd, w ? w->type : DType::F32, w != nullptr, dst.param<float>(0), static_cast<float*>(dst.data));
+  kc.check_launch("rms_norm_kernel");
+}
+
+void k_soft_max(KernelContext& kc, Tensor& dst) {
+  const Tensor& x = *dst.src[0];
+  const Tensor* pos = dst.src[1];
+  const int64_t rows = x.nrows();
+  if (rows == 0) return;
+  if (pos && !pos->is_contiguous()) throw OpError(kc.where() + ": pos must be contiguous");
+  soft_max_kernel<<<static_cast<unsigned>(rows), row_threads(x.ne[0], 512), 0, kc.stream>>>(
+      td(x), pos ? static_cast<const int32_t*>(pos->data) : nullptr, dst.param<float>(0),
+      static_cast<float*>(dst.data), kc.sink());
+  kc.check_launch("soft_max_kernel");
+}
+
+void k_rope(KernelContext& kc, Tensor& dst) {
+  const Tensor& x = *dst.src[0];
+  const Tensor& pos = *dst.src[1];
+  if (!pos.is_contiguous()) throw OpError(kc.where() + ": pos must be contiguous");
+  if (x.nb[0] % 4 != 0) throw OpError(kc.where() + ": x elements must be 4-byte aligned");
+  const ops::RopeParams p = ops::rope_params_of(dst);
+  const int64_t rows = x.nrows();
+  if (rows == 0) return;
+  rope_kernel<<<static_cast<unsigned>(rows), row_threads(x.ne[0] / 2, 128), 0, kc.stream>>>(
+      td(x), static_cast<const int32_t*>(pos.data), static_cast<float*>(dst.data), p.n_rot,
+      p.mode == ops::RopeMode::NEOX, static_cast<double>(p.freq_base), static_cast<double>(p.freq_scale));
+  kc.check_launch("rope_kernel");
+}
+
+}  // namespace minfer::cuda

@@ -1,0 +1,89 @@
+// Internal to ops/cuda (host code, also included by cuda_backend.cpp): the kernel table (one entry per Op) and the per-op entry points.
+//
+// Each entry queues the node's work on kc.stream (no host synchronization, no host reads of
+// device data) and returns. `supports` says whether the entry handles a node's dtypes/layout;
+// the backend's supports_op() answers with it.
+#pragma once
+
+#include <array>
+
+#include "ops/cuda/common.h"
+
+namespace minfer::cuda {
+
+using Kernel = void (*)(KernelContext&, Tensor& dst);
+using Supports = bool (*)(const Tensor& dst);
+
+struct KernelEntry {
+  Kernel run = nullptr;
+  Supports supports = nullptr;  ///< nullptr: every node of the op is supported
+};
+
+const std::array<KernelEntry, kOpCount>& kernel_table();
+
+// k_elementwise.cu
+void k_get_rows(KernelContext&, Tensor&);
+void k_add(KernelContext&, Tensor&);
+void k_mul(KernelContext&, Tensor&);
+void k_scale(KernelContext&, Tensor&);
+void k_silu(KernelContext&, Tensor&);
+void k_swiglu(KernelContext&, Tensor&);
+void k_concat(KernelContext&, Tensor&);
+void k_cpy(KernelContext&, Tensor&);
+void k_argmax(KernelContext&, Tensor&);
+bool s_get_rows(const Tensor&);
+bool s_cpy(const Tensor&);
+
+// k_norm.cu
+void k_rms_norm(KernelContext&, Tensor&);
+void k_soft_max(KernelContext&, Tensor&);
+void k_rope(KernelContext&, Tensor&);
+
+// k_matmul.cu
+void k_mul_mat(KernelContext&, Tensor&);
+bool s_mul_mat(const Tensor&);
+
+// k_attention.cu
+void k_kv_store(KernelContext&, Tensor&);
+void k_attention(KernelContext&, Tensor&);
+
+// k_fused.cu
+void k_qkv(KernelContext&, Tensor&);
+bool s_qkv(const Tensor&);
+void k_ffn_swiglu(KernelContext&, Tensor&);
+bool s_ffn_swiglu(const Tensor&);
+
+// ---- shared building blocks (defined in k_matmul.cu / k_mmvq.cu / k_attention.cu) ----
+
+/// out[n][m] (+ batch) = a · b as MUL_MAT does, for a weight `a` and activations `b` already on
+/// the device; dst is f32 contiguous [M, N, B2, B3]. Shared by MUL_MAT and the fused ops.
+/// matmul() honours kc.residual/kc.residual_out (vec paths only; the dispatch loop checks
+/// matmul_is_vec first) and kc.prequant_* when b is kc.prequant_src.
+void matmul(KernelContext& kc, const Tensor& a, const Tensor& b, Tensor& dst);
+
+/// Scratch bytes matmul(kc, a, b, ...) asks for (a fused op reserves them up front).
+size_t matmul_scratch(const Tensor& a, const Tensor& b);
+
+/// True when `type` has an MMVQ (q8_1 activation, dp4a) kernel.
+bool mmvq_supported(DType type);
+/// Quantizes activations b (f32/f16, any strides, [K, N, B2, B3]) to the q8_1 planes used by
+/// mmvq(): qs [rows][K] int8 and ds [rows][K/32] float2 (d, d*sum).
+void quantize_q8_1(KernelContext& kc, const TD& b, DType btype, int8_t* qs, float2* ds);
+/// h = silu(g) * u (f32 [n, N] views with row strides, n % 32 == 0) written as q8_1 planes.
+void swiglu_q8_1(KernelContext& kc, const TD& g, const TD& u, int8_t* qs, float2* ds);
+/// h = silu(g) * u into contiguous f32 [n, N].
+void swiglu_f32(KernelContext& kc, const TD& g, const TD& u, float* h);
+/// dst[n][m] = dot(a row m, activation row n) (+ residual[n][m] when given) for n < N (N <= 8),
+/// batch over B2, B3.
+void mmvq(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2,
+          int64_t B3, float* dst, const float* residual = nullptr);
+
+/// Whether matmul(kc, a, b, ...) runs a matrix-vector kernel (N <= 8) that can add a residual in
+/// its epilogue and use pre-quantized q8_1 activations (the latter: MMVQ weights only).
+bool matmul_is_vec(const Tensor& a, int64_t n_cols);
+bool matmul_is_mmvq(const Tensor& a, int64_t n_cols);
+
+/// RMS_NORM of contiguous f32 rows written straight as q8_1 planes (no f32 output).
+void rms_norm_q8_1(KernelContext& kc, const Tensor& node, int8_t* qs, float2* ds);
+
+}  // namespace minfer::cuda

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Builds minfer for the GPU machine and stages what it needs in .dev/ (gitignored; carried to the
+# device with `carry: [".dev"]`):
+#   .dev/payload.tar.xz  bin/ (minfer-bench, minfer-mkmodel, ...) and tests/ (the GPU test
+#                        binaries); the binaries share one large CUDA fatbin, so xz packs ~75 MB
+#                        into ~3 MB. scripts/gpu_check.sh unpacks it into .dev/ on the device.
+#   .dev/fixtures/       the fixtures the GPU tests read (MINFER_FIXTURES=.dev/fixtures)
+# The build is Release with the CUDA backend and MINFER_PORTABLE=ON (fmt header-only, static
+# PCRE2/utf8proc: the GPU host has none of them as shared libraries). It fails if a binary
+# depends on a shared library other than libc/libm/libstdc++/libgcc/cuBLAS/libcuda, or if .dev
+# grows past 60 MB.
+#   scripts/build_device.sh [extra cmake args...]
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+build="$root/build-device"
+dev="$root/.dev"
+fixtures_src="${MINFER_FIXTURES_SRC:-$root/../shared/fixtures}"
+jobs="${JOBS:-2}"
+
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMINFER_CUDA=ON -DMINFER_PORTABLE=ON \
+  -DMINFER_SANITIZE=OFF "$@" >/dev/null
+# What the device runs: the GPU tests and the programs gpu_check.sh uses (those that exist).
+want=(test_cuda_ops test_cuda_models minfer-bench minfer-mkmodel minfer-generate minfer-perplexity)
+have=$(ninja -C "$build" -t targets all | sed 's/:.*//')
+targets=()
+for t in "${want[@]}"; do grep -qx "$t" <<<"$have" && targets+=("$t"); done
+cmake --build "$build" -j "$jobs" --target "${targets[@]}"
+
+rm -rf "$dev"
+mkdir -p "$dev/bin" "$dev/tests" "$dev/fixtures"
+for t in "${targets[@]}"; do
+  if [[ -x "$build/tests/$t" ]]; then cp "$build/tests/$t" "$dev/tests/"; else cp "$build/bin/$t" "$dev/bin/"; fi
+done
+strip --strip-unneeded "$dev"/bin/* "$dev"/tests/* 2>/dev/null || true
+
+# Only the fixtures the GPU tests (tests/cuda) and the checks in scripts/gpu_check.sh read.
+copy_fixture() { mkdir -p "$dev/fixtures/$(dirname "$1")"; cp "$fixtures_src/$1" "$dev/fixtures/$1"; }
+for m in qwen2-s qwen3-xs; do
+  copy_fixture "$m/$m-f16.gguf"
+  copy_fixture "$m/refs.json"
+  for i in 0 1 2 3 4; do copy_fixture "$m/ref$i.logits.f32"; done
+done
+copy_fixture qwen3-s/refs.json
+for i in 0 1 2 3 4; do copy_fixture "qwen3-s/ref$i.logits.f32"; done
+for f in qwen2-s/qwen2-s-Q4_K_M.gguf qwen2-s/qwen2-s-Q5_K_M.gguf qwen3-s/qwen3-s-Q4_K_M.gguf \
+         qwen3-xs/qwen3-xs-Q8_0.gguf qwen3-xs/qwen3-xs-Q4_0.gguf qwen3-xs/qwen3-xs-Q5_1.gguf text/python-val.txt; do
+  copy_fixture "$f"
+done
+
+# Shared-library check: only what the GPU host has.
+bad=0
+for f in "$dev"/bin/* "$dev"/tests/*; do
+  while read -r lib; do
+    case "$lib" in
+      linux-vdso*|libc.so*|libm.so*|libstdc++.so*|libgcc_s.so*|ld-linux*|/lib64/ld-linux*|libcublas.so*|libcublasLt.so*|libcuda.so*|libdl.so*|librt.so*|libpthread.so*) ;;
+      *) echo "build_device: $(basename "$f") needs $lib" >&2; bad=1 ;;
+    esac
+  done < <(ldd "$f" | awk '{print $1}')
+done
+[[ $bad == 0 ]] || { echo "build_device: unportable dependencies (see above)" >&2; exit 1; }
+
+n_bin=$(ls "$dev/bin" | wc -l)
+n_tests=$(ls "$dev/tests" | wc -l)
+(cd "$dev" && tar cf - bin tests | xz -9e -T1 >payload.tar.xz && rm -rf bin tests)
+size_kb=$(du -sk "$dev" | cut -f1)
+echo "build_device: .dev holds $((size_kb / 1024)) MB ($n_bin programs, $n_tests test binaries in payload.tar.xz)"
+(( size_kb < 60 * 1024 )) || { echo "build_device: .dev is over 60 MB" >&2; exit 1; }

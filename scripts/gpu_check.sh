@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Runs ON the GPU machine, from the repo root, over what scripts/build_device.sh staged in .dev/:
+#   scripts/gpu_check.sh [tests] [bench] [bench7b] [env]     (default: tests bench)
+#   tests    the GPU test binaries (.dev/tests/test_cuda_*) with MINFER_FIXTURES=.dev/fixtures
+#   bench    minfer-mkmodel + minfer-bench on a small model (qwen2.5-0.5b shape, Q4_K_M)
+#   bench7b  the same on the qwen2.5-7b shape (Q4_K_M): pp512 and tg128
+#   profile  ncu per-kernel times/bandwidth of pp512 + 4 decode steps on a 2-layer 7B shape
+#   AB=1 in the environment adds bench runs with MINFER_CUDA_GRAPH=0, MINFER_CUDA_FUSED=0 and
+#   MINFER_CUDA_MMVQ_R2=1;
+#   PROF=1 adds one with MINFER_CUDA_PROFILE=1 (host vs GPU time per graph).
+#   env      nvidia-smi and library checks only
+# Logs go to $OUT (or /tmp/gpu_check): one file per step plus summary.txt; the summary table is
+# printed last.
+set -uo pipefail
+out="${OUT:-/tmp/gpu_check}"
+mkdir -p "$out"
+export MINFER_FIXTURES="${MINFER_FIXTURES:-.dev/fixtures}"
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+if [[ -f .dev/payload.tar.xz && ! -d .dev/tests ]]; then  # staged by scripts/build_device.sh
+  python3 -c "import tarfile; tarfile.open('.dev/payload.tar.xz').extractall('.dev')" || tar -C .dev -xJf .dev/payload.tar.xz
+fi
+steps=("$@")
+[[ ${#steps[@]} -gt 0 ]] || steps=(tests bench)
+summary="$out/summary.txt"
+: >"$summary"
+row() { printf '| %-34s | %-10s | %s |\n' "$1" "$2" "$3" | tee -a "$summary" >/dev/null; }
+models=/tmp/minfer-models
+mkdir -p "$models"
+
+step_env() {
+  nvidia-smi -L 2>&1 | head -2
+  nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm,temperature.gpu --format=csv 2>&1 | tail -1
+  for f in .dev/tests/* .dev/bin/*; do
+    if ldd "$f" | grep -q "not found"; then
+      row "ldd $(basename "$f")" "MISSING" "$(ldd "$f" | grep 'not found' | tr -s ' \t' ' ' | tr '\n' ';')"
+    fi
+  done
+}
+
+# A gtest binary: full log to $OUT, pass/fail/skip counts to the summary.
+step_gtest() {
+  local name=$1 limit=$2
+  shift 2
+  local log="$out/$name.log"
+  local t0=$SECONDS
+  timeout "$limit" ".dev/tests/$name" --gtest_color=no "$@" >"$log" 2>&1
+  local rc=$?
+  local passed failed skipped
+  passed=$(grep -oP '^\[  PASSED  \] \K[0-9]+' "$log" | tail -1)
+  failed=$(grep -oP '^\[  FAILED  \] \K[0-9]+(?= tests?, listed below)' "$log" | tail -1)
+  skipped=$(grep -oP '^\[  SKIPPED \] \K[0-9]+(?= tests?, listed below)' "$log" | tail -1)
+  row "$name" "rc $rc" "${passed:-0} passed, ${failed:-0} failed, ${skipped:-0} skipped, $((SECONDS - t0)) s"
+  grep -E '^\[  FAILED  \] [A-Za-z]' "$log" | sed 's/ ([0-9]* ms)$//' | sort -u | head -20 | sed 's/^/    /' | tee -a "$summary"
+  [[ $rc == 0 || -n ${failed:-} ]] || tail -5 "$log" | sed 's/^/    /' | tee -a "$summary"
+}
+
+step_tests() {
+  step_gtest test_cuda_ops 300
+  step_gtest test_cuda_models 300
+  grep -hE '^\[ (cuda|oom|coverage)' "$out"/test_cuda_*.log | sed 's/^/    /' | head -40
+}
+
+# bench <label> <mkmodel args...>: make the model (timed), then pp512/tg128.
+bench_model() {
+  local label=$1
+  shift
+  local gguf="$models/$label.gguf"
+  local t0=$SECONDS
+  if [[ ! -f $gguf ]]; then
+    .dev/bin/minfer-mkmodel -q -o "$gguf" "$@" >"$out/mkmodel-$label.log" 2>&1 || { row "mkmodel $label" FAIL "$(tail -1 "$out/mkmodel-$label.log")"; return; }
+  fi
+  row "mkmodel $label" ok "$((SECONDS - t0)) s, $(du -h "$gguf" | cut -f1)"
+  local variants=("default")
+  [[ -n ${AB:-} ]] && variants+=(MINFER_CUDA_GRAPH=0 MINFER_CUDA_FUSED=0 MINFER_CUDA_MMVQ_R2=1)
+  [[ -n ${PROF:-} ]] && variants+=(MINFER_CUDA_PROFILE=1)
+  for v in "${variants[@]}"; do
+    t0=$SECONDS
+    local envs=()
+    [[ $v == default ]] || envs=("$v")
+    env "${envs[@]}" timeout 300 .dev/bin/minfer-bench -m "$gguf" --device cuda -p 512 -n 128 -r "${REPS:-3}" \
+      >>"$out/bench-$label.log" 2>&1
+    local rc=$?
+    row "bench $label ($v)" "rc $rc" "$((SECONDS - t0)) s"
+    grep -E '^\| .*(pp|tg)[0-9]' "$out/bench-$label.log" | tail -2 | sed 's/^/    /' | tee -a "$summary" >/dev/null
+    [[ $rc == 0 ]] || tail -5 "$out/bench-$label.log" | sed 's/^/    /' | tee -a "$summary" >/dev/null
+    [[ $v == MINFER_CUDA_PROFILE=1 ]] && grep '^\[cuda profile\]' "$out/bench-$label.log" | sed 's/^/    /' | tee -a "$summary" >/dev/null
+  done
+}
+
+# Per-kernel times and DRAM bandwidth of one pp512 + a few decode steps (ncu, 2-layer 7B shape).
+step_profile() {
+  local gguf="$models/qwen2.5-7b-2layers.gguf"
+  local t0=$SECONDS
+  [[ -f $gguf ]] || .dev/bin/minfer-mkmodel -q -o "$gguf" --shape qwen2.5-7b --n-layer 2 >"$out/mkmodel-2l.log" 2>&1
+  local ncu
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  [[ -n $ncu ]] || { row profile FAIL "no ncu"; return; }
+  MINFER_CUDA_GRAPH=0 timeout 240 "$ncu" --clock-control none --csv \
+    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+    .dev/bin/minfer-bench -m "$gguf" --device cuda -p 512 -n 4 -r 1 >"$out/ncu.csv" 2>"$out/ncu.err"
+  local rc=$?
+  row "ncu profile (2-layer 7B shape)" "rc $rc" "$((SECONDS - t0)) s"
+  python3 scripts/ncu_summary.py "$out/ncu.csv" 30 2>&1 | sed 's/^/    /' | tee -a "$summary" >/dev/null
+  [[ $rc == 0 ]] || tail -3 "$out/ncu.err" | sed 's/^/    /' | tee -a "$summary" >/dev/null
+}
+
+for s in "${steps[@]}"; do
+  case "$s" in
+    env) step_env ;;
+    tests) step_env; step_tests ;;
+    bench) bench_model qwen2.5-0.5b-q4km --shape qwen2.5-0.5b ;;
+    bench7b) bench_model qwen2.5-7b-q4km --shape qwen2.5-7b ;;
+    profile) step_profile ;;
+    *) echo "gpu_check: unknown step '$s'" >&2; exit 2 ;;
+  esac
+done
+echo
+echo "| step | status | detail |"
+echo "| --- | --- | --- |"
+cat "$summary"
