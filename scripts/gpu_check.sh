@@ -5,6 +5,9 @@
 #   bench    minfer-mkmodel + minfer-bench on a small model (qwen2.5-0.5b shape, Q4_K_M)
 #   bench7b  the same on the qwen2.5-7b shape (Q4_K_M): pp512 and tg128
 #   profile  ncu per-kernel times/bandwidth of pp512 + 4 decode steps on a 2-layer 7B shape
+#   table    the BRIEF's llama.cpp table on the device: qwen2.5-7b (pp512, pp2048, tg128, tg128 at
+#            depth 4096), qwen3-8b (pp512, pp2048, tg128), qwen2.5-0.5b Q4_K_M and Q8_0
+#   generate the default model greedy on CPU and CUDA (same text?), and an impossible -c on CUDA
 #   AB=1 in the environment adds bench runs with MINFER_CUDA_GRAPH=0, MINFER_CUDA_FUSED=0 and
 #   MINFER_CUDA_MMVQ_R2=1;
 #   PROF=1 adds one with MINFER_CUDA_PROFILE=1 (host vs GPU time per graph).
@@ -87,6 +90,54 @@ bench_model() {
   done
 }
 
+# bench_args <label> <bench args...>: one minfer-bench run on an already made model.
+bench_args() {
+  local label=$1
+  shift
+  local gguf="$models/$label.gguf" t0=$SECONDS
+  timeout 400 .dev/bin/minfer-bench -m "$gguf" --device cuda -r "${REPS:-3}" "$@" >>"$out/table-$label.log" 2>&1
+  local rc=$?
+  row "bench $label $*" "rc $rc" "$((SECONDS - t0)) s"
+  grep -E '^\| .*(pp|tg)[0-9]' "$out/table-$label.log" | tail -4 | sed 's/^/    /' | tee -a "$summary" >/dev/null
+}
+
+make_model() {
+  local label=$1
+  shift
+  local gguf="$models/$label.gguf" t0=$SECONDS
+  [[ -f $gguf ]] || .dev/bin/minfer-mkmodel -q -o "$gguf" "$@" >"$out/mkmodel-$label.log" 2>&1 ||
+    { row "mkmodel $label" FAIL "$(tail -1 "$out/mkmodel-$label.log")"; return 1; }
+  row "mkmodel $label" ok "$((SECONDS - t0)) s, $(du -h "$gguf" | cut -f1)"
+}
+
+step_table() {
+  make_model qwen2.5-7b-q4km --shape qwen2.5-7b && {
+    bench_args qwen2.5-7b-q4km -p 512,2048 -n 128
+    bench_args qwen2.5-7b-q4km -p 0 -n 128 -d 4096
+  }
+  make_model qwen3-8b-q4km --shape qwen3-8b && bench_args qwen3-8b-q4km -p 512,2048 -n 128
+  make_model qwen2.5-0.5b-q4km --shape qwen2.5-0.5b && bench_args qwen2.5-0.5b-q4km -p 512 -n 128
+  make_model qwen2.5-0.5b-q8_0 --shape qwen2.5-0.5b --type Q8_0 && bench_args qwen2.5-0.5b-q8_0 -p 512 -n 128
+}
+
+step_generate() {
+  local cpu cuda
+  cpu=$(.dev/bin/minfer-generate --device cpu --temp 0 -n 64 --json 2>"$out/gen-cpu.err")
+  cuda=$(.dev/bin/minfer-generate --device cuda --temp 0 -n 64 --json 2>"$out/gen-cuda.err")
+  echo "$cpu" >"$out/gen-cpu.json"
+  echo "$cuda" >"$out/gen-cuda.json"
+  local ids_cpu ids_cuda
+  ids_cpu=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["ids"])' "$cpu" 2>/dev/null)
+  ids_cuda=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["ids"])' "$cuda" 2>/dev/null)
+  if [[ -n $ids_cpu && $ids_cpu == "$ids_cuda" ]]; then row "generate greedy cpu vs cuda" same "64 ids identical"
+  else row "generate greedy cpu vs cuda" DIFFER "cpu $ids_cpu / cuda $ids_cuda"; fi
+  python3 -c 'import json,sys; j=json.loads(sys.argv[1]); print("    cuda default model: prefill %.0f tok/s, decode %.0f tok/s" % (j["timings"]["prefill_tok_s"], j["timings"]["decode_tok_s"]))' "$cuda" | tee -a "$summary" >/dev/null
+  local oom rc
+  oom=$(.dev/bin/minfer-generate --device cuda -c 2000000000 2>&1)
+  rc=$?
+  row "generate -c 2e9 on cuda" "rc $rc" "$(echo "$oom" | grep -m1 error: | cut -c1-150)"
+}
+
 # Per-kernel times and DRAM bandwidth of one pp512 + a few decode steps (ncu, 2-layer 7B shape).
 step_profile() {
   local gguf="$models/qwen2.5-7b-2layers.gguf"
@@ -111,6 +162,8 @@ for s in "${steps[@]}"; do
     bench) bench_model qwen2.5-0.5b-q4km --shape qwen2.5-0.5b ;;
     bench7b) bench_model qwen2.5-7b-q4km --shape qwen2.5-7b ;;
     profile) step_profile ;;
+    table) step_table ;;
+    generate) step_generate ;;
     *) echo "gpu_check: unknown step '$s'" >&2; exit 2 ;;
   esac
 done
