@@ -7,6 +7,7 @@
 #   profile  ncu per-kernel times/bandwidth of pp512 + 4 decode steps on a 2-layer 7B shape
 #   table    the BRIEF's llama.cpp table on the device: qwen2.5-7b (pp512, pp2048, tg128, tg128 at
 #            depth 4096), qwen3-8b (pp512, pp2048, tg128), qwen2.5-0.5b Q4_K_M and Q8_0
+#   attn     decode at depths 0/1024/4096 on the 7B shape, GQA decode kernel on vs off, interleaved
 #   generate the default model greedy on CPU and CUDA (same text?), and an impossible -c on CUDA
 #   AB=1 in the environment adds bench runs with MINFER_CUDA_GRAPH=0, MINFER_CUDA_FUSED=0 and
 #   MINFER_CUDA_MMVQ_R2=1;
@@ -120,6 +121,19 @@ step_table() {
   make_model qwen2.5-0.5b-q8_0 --shape qwen2.5-0.5b --type Q8_0 && bench_args qwen2.5-0.5b-q8_0 -p 512 -n 128
 }
 
+step_attn() {
+  make_model qwen2.5-7b-q4km --shape qwen2.5-7b || return
+  local gguf="$models/qwen2.5-7b-q4km.gguf" r v
+  for r in 1 2; do
+    for v in MINFER_CUDA_ATTN_GQA=1 MINFER_CUDA_ATTN_GQA=0; do
+      env "$v" timeout 300 .dev/bin/minfer-bench -m "$gguf" --device cuda -p 0 -n 128 -d 0,1024,4096 -r 3 \
+        >"$out/attn-$v-$r.log" 2>&1
+      row "decode $v (round $r)" "rc $?" ""
+      grep -E '^\| .*tg[0-9]' "$out/attn-$v-$r.log" | sed 's/^/    /' | tee -a "$summary" >/dev/null
+    done
+  done
+}
+
 step_generate() {
   local cpu cuda
   cpu=$(.dev/bin/minfer-generate --device cpu --temp 0 -n 64 --json 2>"$out/gen-cpu.err")
@@ -164,6 +178,7 @@ for s in "${steps[@]}"; do
     profile) step_profile ;;
     table) step_table ;;
     generate) step_generate ;;
+    attn) step_attn ;;
     *) echo "gpu_check: unknown step '$s'" >&2; exit 2 ;;
   esac
 done

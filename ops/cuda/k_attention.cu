@@ -3,7 +3,9 @@
 // Attention reads every query's position from the pos tensor on the device: query t sees keys
 // 0..pos[t]. The launch shape depends only on tensor shapes, never on the positions, so a
 // captured CUDA graph replays correctly at any depth.
-// - T <= 8 queries (decode, short verify): split-KV ("flash-decoding"): grid (splits, heads,
+// - T <= 8 queries, head dim 64/128/256, GQA group <= 8: attn_gqa_kernel (below), split-KV with
+//   one block per KV head serving all its query heads.
+// - Other T <= 8 queries (decode, short verify): split-KV ("flash-decoding"): grid (splits, heads,
 //   queries); split s takes an equal share of the visible keys (computed on the device from
 //   pos[t]), keeps an online softmax per warp, and writes (max, sum, acc[dv]); the last split
 //   block to finish (an atomic counter per head and query) merges the splits.
@@ -15,6 +17,7 @@
 //   throughout: a tensor-core version is future work.
 // Scores, softmax and accumulation are f32 throughout.
 #include <algorithm>
+#include <cstdlib>
 
 #include "ops/cuda/kernels.cuh"
 #include "ops/cuda/quant_device.cuh"
@@ -174,6 +177,222 @@ __global__ void __launch_bounds__(32 * kSplitWarps) attn_split_kernel(TD q, TD k
     out[e] = a * inv;
   }
   if (threadIdx.x == 0) counters[t * n_head + h] = 0u;
+}
+
+// ---------------------------------------------------------------- GQA-batched split-KV decode
+//
+// The decode step reads every cached key and value once per token, so the kernel's job is to
+// stream K/V at bandwidth. One block serves one KV head and all `group` query heads that share it
+// (each K/V row is loaded once, not `group` times), its warps take interleaved keys of the
+// block's split, lane l owns head-dim elements [l*E, l*E + E) (one vector load per row), and two
+// keys are in flight per iteration. attn_combine_kernel then merges the splits of every query
+// head in parallel. Used for head dims 64/128/256 and group <= kGqaMax.
+
+constexpr int kGqaWarps = 4;
+constexpr int kGqaMax = 8;
+
+template <int E, DType T>
+__device__ __forceinline__ void load_row(const char* row, int lane, float (&x)[E]) {
+  if constexpr (T == DType::F16 && E % 4 == 0) {
+#pragma unroll
+    for (int c = 0; c < E / 4; ++c) {
+      const uint2 u = *reinterpret_cast<const uint2*>(row + (lane * E + 4 * c) * 2);
+      const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&u.x));
+      const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&u.y));
+      x[4 * c] = a.x;
+      x[4 * c + 1] = a.y;
+      x[4 * c + 2] = b.x;
+      x[4 * c + 3] = b.y;
+    }
+  } else if constexpr (T == DType::F32 && E % 4 == 0) {
+#pragma unroll
+    for (int c = 0; c < E / 4; ++c) {
+      const float4 f = *reinterpret_cast<const float4*>(row + (lane * E + 4 * c) * 4);
+      x[4 * c] = f.x;
+      x[4 * c + 1] = f.y;
+      x[4 * c + 2] = f.z;
+      x[4 * c + 3] = f.w;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < E; ++i) x[i] = kv_elem<T>(row, lane * E + i);
+  }
+}
+
+template <int D, DType KT, DType VT>
+__global__ void __launch_bounds__(32 * kGqaWarps) attn_gqa_kernel(TD q, TD k, TD v, const int32_t* pos, float scale,
+                                                                  int group, float* part_acc, float2* part_ml,
+                                                                  ErrorSink sink) {
+  constexpr int E = D / 32;
+  extern __shared__ float smem[];  // per-warp acc [warps][group][D] | per-warp m,l [warps][group][2]
+  const int s = blockIdx.x, n_splits = gridDim.x;
+  const int hk = blockIdx.y, n_head_kv = gridDim.y, t = blockIdx.z;
+  const int n_head = n_head_kv * group;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t n_kv = k.ne[2];
+  float* wacc = smem;
+  float* wml = smem + kGqaWarps * group * D;
+
+  const int32_t p = pos[t];
+  int64_t kv_len = static_cast<int64_t>(p) + 1;
+  if (p < 0 || p >= n_kv) {
+    if (threadIdx.x == 0 && s == 0 && hk == 0) report_error(sink, kErrAttentionPos, p, n_kv);
+    kv_len = 0;
+  }
+  const int64_t chunk = (kv_len + n_splits - 1) / n_splits;
+  const int64_t j0 = s * chunk, j1 = min(kv_len, j0 + chunk);
+
+  // This lane's slice of every query head of the group, pre-scaled.
+  float qr[kGqaMax][E];
+#pragma unroll
+  for (int g = 0; g < kGqaMax; ++g) {
+    if (g < group) {
+      const char* row = q.data + static_cast<int64_t>(hk * group + g) * q.nb[1] + static_cast<int64_t>(t) * q.nb[2];
+#pragma unroll
+      for (int i = 0; i < E; ++i) qr[g][i] = *reinterpret_cast<const float*>(row + (lane * E + i) * q.nb[0]) * scale;
+    }
+  }
+  float m[kGqaMax], l[kGqaMax], acc[kGqaMax][E];
+#pragma unroll
+  for (int g = 0; g < kGqaMax; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < E; ++i) acc[g][i] = 0.0f;
+  }
+  const char* kbase = k.data + static_cast<int64_t>(hk) * k.nb[1];
+  const char* vbase = v.data + static_cast<int64_t>(hk) * v.nb[1];
+
+  auto consume = [&](const float (&kx)[E], const float (&vx)[E]) {
+#pragma unroll
+    for (int g = 0; g < kGqaMax; ++g) {
+      if (g >= group) break;
+      float part = 0.0f;
+#pragma unroll
+      for (int i = 0; i < E; ++i) part += qr[g][i] * kx[i];
+      const float sc = warp_sum(part);
+      const float m_new = fmaxf(m[g], sc);
+      const float corr = __expf(m[g] - m_new);
+      const float pj = __expf(sc - m_new);
+      l[g] = l[g] * corr + pj;
+#pragma unroll
+      for (int i = 0; i < E; ++i) acc[g][i] = acc[g][i] * corr + pj * vx[i];
+      m[g] = m_new;
+    }
+  };
+  int64_t j = j0 + warp;
+  for (; j + kGqaWarps < j1; j += 2 * kGqaWarps) {
+    float k0[E], k1[E], v0[E], v1[E];
+    load_row<E, KT>(kbase + j * k.nb[2], lane, k0);
+    load_row<E, KT>(kbase + (j + kGqaWarps) * k.nb[2], lane, k1);
+    load_row<E, VT>(vbase + j * v.nb[2], lane, v0);
+    load_row<E, VT>(vbase + (j + kGqaWarps) * v.nb[2], lane, v1);
+    consume(k0, v0);
+    consume(k1, v1);
+  }
+  if (j < j1) {
+    float k0[E], v0[E];
+    load_row<E, KT>(kbase + j * k.nb[2], lane, k0);
+    load_row<E, VT>(vbase + j * v.nb[2], lane, v0);
+    consume(k0, v0);
+  }
+
+  // Merge the warps of this block, head by head.
+#pragma unroll
+  for (int g = 0; g < kGqaMax; ++g) {
+    if (g >= group) break;
+#pragma unroll
+    for (int i = 0; i < E; ++i) wacc[(warp * group + g) * D + lane * E + i] = acc[g][i];
+    if (lane == 0) {
+      wml[2 * (warp * group + g)] = m[g];
+      wml[2 * (warp * group + g) + 1] = l[g];
+    }
+  }
+  __syncthreads();
+  for (int g = 0; g < group; ++g) {
+    float M = -INFINITY;
+    for (int w = 0; w < kGqaWarps; ++w) M = fmaxf(M, wml[2 * (w * group + g)]);
+    float L = 0.0f;
+    float f[kGqaWarps];
+    for (int w = 0; w < kGqaWarps; ++w) {
+      f[w] = wml[2 * (w * group + g) + 1] > 0.0f ? __expf(wml[2 * (w * group + g)] - M) : 0.0f;
+      L += wml[2 * (w * group + g) + 1] * f[w];
+    }
+    const int h = hk * group + g;
+    const int64_t pi = (static_cast<int64_t>(t) * n_head + h) * n_splits + s;
+    for (int e = threadIdx.x; e < D; e += blockDim.x) {
+      float a = 0.0f;
+      for (int w = 0; w < kGqaWarps; ++w) a += wacc[(w * group + g) * D + e] * f[w];
+      part_acc[pi * D + e] = a;
+    }
+    if (threadIdx.x == 0) part_ml[pi] = make_float2(M, L);
+  }
+}
+
+// Merges the splits of one (query head, query): weights exp(m_i - max) per split, then the
+// weighted sum of the partial accumulators, divided by the weighted sum of the partial sums.
+// A separate launch so every head merges in parallel (a last-block merge serializes the splits).
+__global__ void attn_combine_kernel(const float* part_acc, const float2* part_ml, int n_splits, int dv, float* dst) {
+  extern __shared__ float w[];  // [n_splits]
+  __shared__ float red[32];
+  const int h = blockIdx.x, t = blockIdx.y, n_head = gridDim.x;
+  const int64_t base = (static_cast<int64_t>(t) * n_head + h) * n_splits;
+  float mx = -INFINITY;
+  for (int i = threadIdx.x; i < n_splits; i += blockDim.x) {
+    const float2 ml = part_ml[base + i];
+    if (ml.y > 0.0f) mx = fmaxf(mx, ml.x);
+  }
+  mx = block_max(mx, red);
+  float sum = 0.0f;
+  for (int i = threadIdx.x; i < n_splits; i += blockDim.x) {
+    const float2 ml = part_ml[base + i];
+    const float wi = ml.y > 0.0f ? __expf(ml.x - mx) : 0.0f;
+    w[i] = wi;
+    sum += ml.y * wi;
+  }
+  sum = block_sum(sum, red);  // 0 only for an invalid position (reported): NaN output
+  __syncthreads();
+  const float inv = 1.0f / sum;
+  float* out = dst + (static_cast<int64_t>(t) * n_head + h) * dv;
+  for (int e = threadIdx.x; e < dv; e += blockDim.x) {
+    float a = 0.0f;
+#pragma unroll 8
+    for (int i = 0; i < n_splits; ++i) a += part_acc[(base + i) * dv + e] * w[i];
+    out[e] = a * inv;
+  }
+}
+
+bool gqa_decode_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("MINFER_CUDA_ATTN_GQA");
+    return !(v && v[0] == '0');
+  }();
+  return on;
+}
+
+template <int D, DType KT, DType VT>
+void launch_gqa(KernelContext& kc, const Tensor& q, const Tensor& k, const Tensor& v, const int32_t* p, float scale,
+                int group, float* out) {
+  const int64_t n_head = q.ne[1], n_head_kv = k.ne[1], T = q.ne[2], n_kv = k.ne[2];
+  // Enough blocks to keep every SM streaming at full depth; at least 64 cache rows per split.
+  const int64_t target_blocks = 4 * static_cast<int64_t>(kc.prop->multiProcessorCount);
+  const int64_t by_len = std::max<int64_t>(1, ceil_div(n_kv, 64));
+  const int n_splits =
+      static_cast<int>(std::clamp<int64_t>(ceil_div(target_blocks, n_head_kv * T), 1, std::min<int64_t>(by_len, 256)));
+  const int64_t parts = T * n_head * n_splits;
+  const size_t acc_bytes = (static_cast<size_t>(parts * D) * 4 + 255) / 256 * 256;
+  char* s = static_cast<char*>(kc.scratch_bytes(acc_bytes + static_cast<size_t>(parts) * sizeof(float2)));
+  auto* part_acc = reinterpret_cast<float*>(s);
+  auto* part_ml = reinterpret_cast<float2*>(s + acc_bytes);
+  const size_t smem = static_cast<size_t>(kGqaWarps) * group * (D + 2) * sizeof(float);
+  static_assert(kGqaWarps * kGqaMax * (256 + 2) * sizeof(float) <= 48 * 1024, "fits the default shared memory");
+  attn_gqa_kernel<D, KT, VT><<<dim3(n_splits, static_cast<unsigned>(n_head_kv), static_cast<unsigned>(T)),
+                               32 * kGqaWarps, smem, kc.stream>>>(td(q), td(k), td(v), p, scale, group, part_acc,
+                                                                  part_ml, kc.sink());
+  kc.check_launch("attn_gqa_kernel");
+  attn_combine_kernel<<<dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(T)), D, n_splits * sizeof(float),
+                        kc.stream>>>(part_acc, part_ml, n_splits, D, out);
+  kc.check_launch("attn_combine_kernel");
 }
 
 // ---------------------------------------------------------------- tiled prefill
@@ -457,6 +676,11 @@ void launch_attention(KernelContext& kc, const Tensor& q, const Tensor& k, const
   const int group = static_cast<int>(n_head / k.ne[1]);
   const auto* p = static_cast<const int32_t*>(pos.data);
   float* out = static_cast<float*>(dst.data);
+  if (T <= 8 && d == dv && group <= kGqaMax && gqa_decode_enabled() && (d == 64 || d == 128 || d == 256)) {
+    if (d == 64) return launch_gqa<64, KT, VT>(kc, q, k, v, p, scale, group, out);
+    if (d == 128) return launch_gqa<128, KT, VT>(kc, q, k, v, p, scale, group, out);
+    return launch_gqa<256, KT, VT>(kc, q, k, v, p, scale, group, out);
+  }
   if (T <= 8) {
     const int64_t target_blocks = 2 * static_cast<int64_t>(kc.prop->multiProcessorCount);
     const int64_t by_len = std::max<int64_t>(1, ceil_div(n_kv, 32));

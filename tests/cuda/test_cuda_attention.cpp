@@ -52,6 +52,10 @@ TEST_P(CudaAttention, GqaDecodeVerifyPrefill) {
   check_attention({128, 4, 2, 100, 300, 150, kv});  // prefill with a past, several tiles
   check_attention({256, 2, 1, 20, 64, 3, kv});      // head dim 256: opt-in shared memory
   check_attention({96, 3, 3, 1, 7, 0, kv});         // head dim 96 (not a power of two), first token
+  check_attention({128, 28, 4, 1, 4500, 4400, kv});  // Qwen2.5-7B decode at depth (GQA kernel, group 7)
+  check_attention({128, 32, 8, 3, 300, 200, kv});    // Qwen3-8B verify-like (GQA kernel, group 4, T 3)
+  check_attention({256, 16, 2, 1, 70, 69, kv});      // head dim 256, group 8 (the GQA kernel's limit)
+  check_attention({64, 16, 1, 1, 100, 99, kv});      // group 16: the generic split kernel
 }
 
 INSTANTIATE_TEST_SUITE_P(KvDtype, CudaAttention, ::testing::Values(DType::F32, DType::F16, DType::Q8_0),
