@@ -68,8 +68,6 @@ struct KernelContext {
   DeviceError* err;       ///< device pointer of the error record
   const Tensor* node;     ///< the node being dispatched (for messages)
   int32_t node_index;
-  unsigned int* counters;  ///< kCounters zeroed device words; kernels that use them leave them zero
-  int64_t n_counters;
 
   // Peephole fusions set up by the dispatch loop (cuda_backend.cpp) for the current node:
   /// ADD folded into this node: write residual + result into residual_out instead of the node.

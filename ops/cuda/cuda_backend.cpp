@@ -80,7 +80,6 @@ namespace {
 constexpr size_t kStagingChunk = size_t{64} << 20;  // pinned staging for large transfers
 constexpr size_t kCublasWorkspace = size_t{32} << 20;
 constexpr size_t kMaxCapturedGraphs = 32;
-constexpr int64_t kCounters = 1 << 16;
 
 
 bool env_graphs_enabled() {
@@ -119,7 +118,6 @@ struct BackendImpl final : Scratch {
   void* cublas_ws = nullptr;
   DeviceError* err_host = nullptr;  // host-mapped pinned
   DeviceError* err_dev = nullptr;
-  unsigned int* counters = nullptr;  // zeroed; kernels restore zero after use
   void* staging[2] = {nullptr, nullptr};
   cudaEvent_t staging_done[2] = {nullptr, nullptr};
 
@@ -257,7 +255,7 @@ struct BackendImpl final : Scratch {
 
   void run_nodes(Graph& g) {
     const auto& table = kernel_table();
-    KernelContext kc{stream, cublas, &prop, this, err_dev, nullptr, 0, counters, kCounters};
+    KernelContext kc{stream, cublas, &prop, this, err_dev, nullptr, 0};
     const auto& nodes = g.nodes();
     // Uses of every tensor by the graph's nodes (outputs count as used outside).
     uses.clear();
@@ -535,7 +533,6 @@ struct BackendImpl final : Scratch {
       if (staging_done[i]) cudaEventDestroy(staging_done[i]);
     }
     if (err_host) cudaFreeHost(err_host);
-    if (counters) cudaFree(counters);
     if (stream) cudaStreamDestroy(stream);
   }
 };
@@ -572,8 +569,6 @@ CudaBackend::CudaBackend(int device) : impl_(std::make_unique<BackendImpl>()) {
     MINFER_CUDA_CHECK(cudaHostAlloc(&m.staging[i], cuda::kStagingChunk, cudaHostAllocDefault), m.name);
     MINFER_CUDA_CHECK(cudaEventCreateWithFlags(&m.staging_done[i], cudaEventDisableTiming), m.name);
   }
-  MINFER_CUDA_CHECK(cudaMalloc(&m.counters, cuda::kCounters * sizeof(unsigned int)), m.name);
-  MINFER_CUDA_CHECK(cudaMemset(m.counters, 0, cuda::kCounters * sizeof(unsigned int)), m.name);
   MINFER_CUBLAS_CHECK(cublasCreate(&m.cublas), m.name);
   MINFER_CUBLAS_CHECK(cublasSetStream(m.cublas, m.stream), m.name);
   MINFER_CUDA_CHECK(cudaMalloc(&m.cublas_ws, cuda::kCublasWorkspace), m.name);

@@ -7,8 +7,8 @@
 //   one block per KV head serving all its query heads.
 // - Other T <= 8 queries (decode, short verify): split-KV ("flash-decoding"): grid (splits, heads,
 //   queries); split s takes an equal share of the visible keys (computed on the device from
-//   pos[t]), keeps an online softmax per warp, and writes (max, sum, acc[dv]); the last split
-//   block to finish (an atomic counter per head and query) merges the splits.
+//   pos[t]), keeps an online softmax per warp, and writes (max, sum, acc[dv]);
+//   attn_combine_kernel merges the splits of every head in parallel.
 // - T > 8 (prefill): flash-style tiles (Dao et al. 2022): a block holds 16 queries of one head,
 //   streams 32-key K/V tiles through shared memory (widened to f32), one key per lane for the
 //   scores, online softmax per query, keys past the block's largest position never loaded.
@@ -63,13 +63,47 @@ __global__ void kv_store_kernel(TD x, TD cache, const int32_t* pos, ErrorSink si
 
 // ---------------------------------------------------------------- split-KV decode
 
+// Merges the splits of one (query head, query): weights exp(m_i - max) per split, then the
+// weighted sum of the partial accumulators, divided by the weighted sum of the partial sums.
+// A separate launch so every head merges in parallel (a last-block merge serializes the splits).
+__global__ void attn_combine_kernel(const float* part_acc, const float2* part_ml, int n_splits, int dv, float* dst) {
+  extern __shared__ float w[];  // [n_splits]
+  __shared__ float red[32];
+  const int h = blockIdx.x, t = blockIdx.y, n_head = gridDim.x;
+  const int64_t base = (static_cast<int64_t>(t) * n_head + h) * n_splits;
+  float mx = -INFINITY;
+  for (int i = threadIdx.x; i < n_splits; i += blockDim.x) {
+    const float2 ml = part_ml[base + i];
+    if (ml.y > 0.0f) mx = fmaxf(mx, ml.x);
+  }
+  mx = block_max(mx, red);
+  float sum = 0.0f;
+  for (int i = threadIdx.x; i < n_splits; i += blockDim.x) {
+    const float2 ml = part_ml[base + i];
+    const float wi = ml.y > 0.0f ? __expf(ml.x - mx) : 0.0f;
+    w[i] = wi;
+    sum += ml.y * wi;
+  }
+  sum = block_sum(sum, red);  // 0 only for an invalid position (reported): NaN output
+  __syncthreads();
+  const float inv = 1.0f / sum;
+  float* out = dst + (static_cast<int64_t>(t) * n_head + h) * dv;
+  for (int e = threadIdx.x; e < dv; e += blockDim.x) {
+    float a = 0.0f;
+#pragma unroll 8
+    for (int i = 0; i < n_splits; ++i) a += part_acc[(base + i) * dv + e] * w[i];
+    out[e] = a * inv;
+  }
+}
+
+
 constexpr int kSplitWarps = 4;
 constexpr int kMaxDvPerLane = 8;  // dv <= 256
 
 template <DType KT, DType VT>
 __global__ void __launch_bounds__(32 * kSplitWarps) attn_split_kernel(TD q, TD k, TD v, const int32_t* pos, float scale,
                                                                      int group, float* part_acc, float2* part_ml,
-                                                                     unsigned int* counters, float* dst, ErrorSink sink) {
+                                                                     ErrorSink sink) {
   extern __shared__ float smem[];  // q [d] | per-warp acc [warps][dv] | per-warp m,l [warps][2]
   const int s = blockIdx.x, n_splits = gridDim.x;
   const int h = blockIdx.y, t = blockIdx.z, n_head = gridDim.y;
@@ -144,39 +178,6 @@ __global__ void __launch_bounds__(32 * kSplitWarps) attn_split_kernel(TD q, TD k
     part_acc[pi * dv + e] = a;
   }
   if (threadIdx.x == 0) part_ml[pi] = make_float2(M, L);
-  // The last split block of this (head, query) to finish merges all splits (threadFenceReduction
-  // pattern), then resets the counter for the next launch.
-  __shared__ bool last;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    const unsigned int done = atomicAdd(&counters[t * n_head + h], 1u);
-    last = done == static_cast<unsigned int>(n_splits - 1);
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  float GM = -INFINITY;
-  for (int i = 0; i < n_splits; ++i) {
-    const float2 ml = __ldcg(&part_ml[base + i]);
-    if (ml.y > 0.0f) GM = fmaxf(GM, ml.x);
-  }
-  float GL = 0.0f;
-  for (int i = 0; i < n_splits; ++i) {
-    const float2 ml = __ldcg(&part_ml[base + i]);
-    if (ml.y > 0.0f) GL += ml.y * __expf(ml.x - GM);
-  }
-  const float inv = 1.0f / GL;  // GL == 0 only for an invalid position (reported): NaN output
-  float* out = dst + (static_cast<int64_t>(t) * n_head + h) * dv;
-  for (int e = threadIdx.x; e < dv; e += blockDim.x) {
-    float a = 0.0f;
-    for (int i = 0; i < n_splits; ++i) {
-      const float2 ml = __ldcg(&part_ml[base + i]);
-      if (ml.y > 0.0f) a += __ldcg(&part_acc[(base + i) * dv + e]) * __expf(ml.x - GM);
-    }
-    out[e] = a * inv;
-  }
-  if (threadIdx.x == 0) counters[t * n_head + h] = 0u;
 }
 
 // ---------------------------------------------------------------- GQA-batched split-KV decode
@@ -326,39 +327,6 @@ __global__ void __launch_bounds__(32 * kGqaWarps) attn_gqa_kernel(TD q, TD k, TD
       part_acc[pi * D + e] = a;
     }
     if (threadIdx.x == 0) part_ml[pi] = make_float2(M, L);
-  }
-}
-
-// Merges the splits of one (query head, query): weights exp(m_i - max) per split, then the
-// weighted sum of the partial accumulators, divided by the weighted sum of the partial sums.
-// A separate launch so every head merges in parallel (a last-block merge serializes the splits).
-__global__ void attn_combine_kernel(const float* part_acc, const float2* part_ml, int n_splits, int dv, float* dst) {
-  extern __shared__ float w[];  // [n_splits]
-  __shared__ float red[32];
-  const int h = blockIdx.x, t = blockIdx.y, n_head = gridDim.x;
-  const int64_t base = (static_cast<int64_t>(t) * n_head + h) * n_splits;
-  float mx = -INFINITY;
-  for (int i = threadIdx.x; i < n_splits; i += blockDim.x) {
-    const float2 ml = part_ml[base + i];
-    if (ml.y > 0.0f) mx = fmaxf(mx, ml.x);
-  }
-  mx = block_max(mx, red);
-  float sum = 0.0f;
-  for (int i = threadIdx.x; i < n_splits; i += blockDim.x) {
-    const float2 ml = part_ml[base + i];
-    const float wi = ml.y > 0.0f ? __expf(ml.x - mx) : 0.0f;
-    w[i] = wi;
-    sum += ml.y * wi;
-  }
-  sum = block_sum(sum, red);  // 0 only for an invalid position (reported): NaN output
-  __syncthreads();
-  const float inv = 1.0f / sum;
-  float* out = dst + (static_cast<int64_t>(t) * n_head + h) * dv;
-  for (int e = threadIdx.x; e < dv; e += blockDim.x) {
-    float a = 0.0f;
-#pragma unroll 8
-    for (int i = 0; i < n_splits; ++i) a += part_acc[(base + i) * dv + e] * w[i];
-    out[e] = a * inv;
   }
 }
 
@@ -691,11 +659,13 @@ void launch_attention(KernelContext& kc, const Tensor& q, const Tensor& k, const
     auto* part_acc = reinterpret_cast<float*>(s);
     auto* part_ml = reinterpret_cast<float2*>(s + acc_bytes);
     const size_t smem = (static_cast<size_t>(d) + kSplitWarps * dv + 2 * kSplitWarps) * sizeof(float);
-    if (T * n_head > kc.n_counters) throw OpError(kc.where() + ": too many heads x queries for split attention");
     attn_split_kernel<KT, VT><<<dim3(n_splits, static_cast<unsigned>(n_head), static_cast<unsigned>(T)),
                                 32 * kSplitWarps, smem, kc.stream>>>(td(q), td(k), td(v), p, scale, group, part_acc,
-                                                                     part_ml, kc.counters, out, kc.sink());
+                                                                     part_ml, kc.sink());
     kc.check_launch("attn_split_kernel");
+    attn_combine_kernel<<<dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(T)), 128, n_splits * sizeof(float),
+                          kc.stream>>>(part_acc, part_ml, n_splits, static_cast<int>(dv), out);
+    kc.check_launch("attn_combine_kernel");
     return;
   }
   if (d == dv && (d == 64 || d == 128 || d == 256)) {
