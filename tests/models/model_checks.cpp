@@ -1,0 +1,105 @@
+#include "model_checks.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "common/test_util.h"
+#include "model_fixtures.h"
+#include "models/registry.h"
+#include "runtime/perplexity.h"
+#include "runtime/sampler.h"
+#include "runtime/session.h"
+#include "tokenizer/tokenizer.h"
+
+namespace minfer::test {
+
+bool have_refs(const std::string& name) {
+  return !fixture(name + "/" + name + "-f16.gguf").empty() && !fixture(name + "/refs.json").empty();
+}
+
+void check_model_refs(Backend& backend, const std::string& name, DType kv_type, const std::string& label) {
+  const double tol = kv_type == DType::F32 ? 1e-3 : 1e-2;
+  auto file = open_fixture(name + "/" + name + "-f16.gguf");
+  auto refs = load_refs(name);
+  ASSERT_TRUE(file && !refs.empty()) << "fixtures for " << name;
+  auto model = models::load(file, backend);
+  SessionParams sp;
+  sp.n_ctx = 512;
+  sp.kv_type = kv_type;
+  Session s(*model, backend, sp);
+  const std::string tag = label + " " + name + " kv " + std::string(dtype_name(kv_type));
+  double worst = 0;
+  for (size_t ci = 0; ci < refs.size(); ++ci) {
+    const RefCase& rc = refs[ci];
+    ASSERT_EQ(rc.vocab, model->hparams().n_vocab);
+    s.reset();
+    auto logits = s.eval(rc.ids, /*all_logits=*/true);
+    double md = 0;
+    for (int32_t row = rc.row_begin; row < rc.row_end; ++row)
+      for (int32_t v = 0; v < rc.vocab; ++v) {
+        const float got = logits[static_cast<size_t>(row) * static_cast<size_t>(rc.vocab) + static_cast<size_t>(v)];
+        const float ref = rc.logits[static_cast<size_t>(row - rc.row_begin) * static_cast<size_t>(rc.vocab) + static_cast<size_t>(v)];
+        ASSERT_TRUE(std::isfinite(got)) << tag << " case " << ci << " row " << row << " token " << v;
+        md = std::max(md, static_cast<double>(std::abs(got - ref)));
+      }
+    std::printf("[ %s ] case %zu: %zu prompt tokens, logits max |diff| vs HF = %.3g\n", tag.c_str(), ci, rc.ids.size(), md);
+    worst = std::max(worst, md);
+    EXPECT_LT(md, tol) << tag << " case " << ci;
+    // Greedy continuation: argmax, one token at a time through the decode path.
+    std::vector<int32_t> got;
+    std::vector<float> last(logits.end() - rc.vocab, logits.end());
+    for (int i = 0; i < 32; ++i) {
+      const int32_t id = argmax(last);
+      got.push_back(id);
+      if (i == 31) break;
+      const int32_t one[1] = {id};
+      auto l = s.eval(one);
+      last.assign(l.begin(), l.end());
+    }
+    EXPECT_EQ(got, rc.greedy32) << tag << " case " << ci << ": greedy continuation differs";
+  }
+  std::printf("[ %s ] worst logits max |diff| over %zu cases = %.3g\n", tag.c_str(), refs.size(), worst);
+}
+
+void PrintTo(const PplCase& c, std::ostream* os) { *os << c.file; }
+
+std::string ppl_case_name(const PplCase& c) {
+  std::string n = c.file;
+  n = n.substr(n.find('/') + 1);
+  for (char& ch : n)
+    if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return n;
+}
+
+const std::vector<PplCase> kPplCases = {
+    {"qwen2-s/qwen2-s-f16.gguf", 45.0255},    {"qwen2-s/qwen2-s-Q4_K_M.gguf", 45.9957},
+    {"qwen2-s/qwen2-s-Q5_K_M.gguf", 45.3998}, {"qwen3-s/qwen3-s-Q4_K_M.gguf", 46.8323},
+    {"qwen3-xs/qwen3-xs-f16.gguf", 42.1421},  {"qwen3-xs/qwen3-xs-Q8_0.gguf", 42.1562},
+    {"qwen3-xs/qwen3-xs-Q4_0.gguf", 44.3368}, {"qwen3-xs/qwen3-xs-Q5_1.gguf", 42.6234},
+};
+
+bool have_ppl_fixture(const PplCase& c) { return !fixture(c.file).empty() && !fixture("text/python-val.txt").empty(); }
+
+void check_perplexity(Backend& backend, const PplCase& c, const std::string& label) {
+  auto file = open_fixture(c.file);
+  ASSERT_TRUE(file) << c.file;
+  std::ifstream in(fixture("text/python-val.txt"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto tok = tokenizer::Tokenizer::from_gguf(*file);
+  auto tokens = tok.encode(ss.str(), /*parse_special=*/false);
+  auto model = models::load(file, backend);
+  SessionParams sp;
+  sp.n_ctx = 256;
+  Session s(*model, backend, sp);
+  auto r = perplexity(s, tokens, 100);
+  std::printf("[ %s %s ] PPL = %.4f +/- %.5f over %d chunks (llama.cpp %.4f, diff %+.3f %%)\n", label.c_str(), c.file,
+              r.ppl, r.ppl_stderr, r.n_chunks, c.llama_ppl, 100.0 * (r.ppl / c.llama_ppl - 1.0));
+  EXPECT_EQ(r.n_chunks, 100);
+  EXPECT_NEAR(r.ppl / c.llama_ppl, 1.0, 0.005);
+}
+
+}  // namespace minfer::test

@@ -1,0 +1,38 @@
+// The model checks every backend runs: the f16 fixtures against the Hugging Face references and
+// the fixtures' perplexity against llama.cpp's. tests/models (CPU) and tests/cuda (GPU) call
+// these with their backend.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "tensor/backend.h"
+
+namespace minfer::test {
+
+/// True when fixtures/<name>/<name>-f16.gguf and refs.json exist.
+bool have_refs(const std::string& name);
+
+/// Every refs.json case of `name` on `backend` with a `kv_type` KV cache: logits of the rows in
+/// the reference within 1e-3 (f32 cache) or 1e-2 (f16 cache; rounding K/V to f16 moves logits by
+/// a few 1e-3), the maximum printed per case, and the 32-token greedy continuation exact through
+/// one-token decode steps. `label` prefixes the printed lines.
+void check_model_refs(Backend& backend, const std::string& name, DType kv_type, const std::string& label);
+
+/// A fixture and llama.cpp's perplexity on it (fixtures README: -c 256, 100 chunks).
+struct PplCase {
+  const char* file;
+  double llama_ppl;
+};
+void PrintTo(const PplCase& c, std::ostream* os);
+std::string ppl_case_name(const PplCase& c);  ///< a test-name-safe name
+extern const std::vector<PplCase> kPplCases;
+
+/// True when the fixture and text/python-val.txt exist.
+bool have_ppl_fixture(const PplCase& c);
+
+/// Perplexity of the case on python-val.txt (-c 256, 100 chunks) within 0.5 % of llama.cpp's.
+void check_perplexity(Backend& backend, const PplCase& c, const std::string& label);
+
+}  // namespace minfer::test
