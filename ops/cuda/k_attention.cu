@@ -370,6 +370,39 @@ constexpr int kTileK = 32;   // keys per tile (one per lane)
 constexpr int kTileWarps = 4;
 constexpr int kQPerWarp = kTileQ / kTileWarps;
 
+// The prologue of both tiled kernels: each query's position (invalid ones reported and set to
+// -1), the largest visible key count of the tile, and the tile's queries, pre-scaled, in shared
+// memory [kTileQ][d]. Returns the visible key count.
+__device__ int load_query_tile(const TD& q, const int32_t* pos, float scale, int h, int64_t t0, int d, int64_t n_kv,
+                               int32_t* qpos, int* kv_max_s, float* Qs, ErrorSink sink) {
+  const int64_t T = q.ne[2];
+  if (threadIdx.x == 0) *kv_max_s = 0;
+  __syncthreads();
+  if (threadIdx.x < kTileQ) {
+    const int64_t t = t0 + threadIdx.x;
+    int32_t p = -1;
+    if (t < T) {
+      p = pos[t];
+      if (p < 0 || p >= n_kv) {
+        if (h == 0) report_error(sink, kErrAttentionPos, p, n_kv);
+        p = -1;
+      }
+    }
+    qpos[threadIdx.x] = p;
+    atomicMax(kv_max_s, p + 1);
+  }
+  for (int i = threadIdx.x; i < kTileQ * d; i += blockDim.x) {
+    const int qi = i / d, e = i % d;
+    const int64_t t = t0 + qi;
+    float x = 0.0f;
+    if (t < T) x = *reinterpret_cast<const float*>(q.data + e * q.nb[0] + h * q.nb[1] + t * q.nb[2]) * scale;
+    Qs[i] = x;
+  }
+  __syncthreads();
+  return *kv_max_s;
+}
+
+
 template <DType KT, DType VT>
 __global__ void __launch_bounds__(32 * kTileWarps) attn_tile_kernel(TD q, TD k, TD v, const int32_t* pos, float scale,
                                                                    int group, float* dst, ErrorSink sink) {
@@ -387,30 +420,7 @@ __global__ void __launch_bounds__(32 * kTileWarps) attn_tile_kernel(TD q, TD k, 
   const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kTileQ;
   const int hk = h / group;
 
-  if (threadIdx.x == 0) kv_max_s = 0;
-  __syncthreads();
-  if (threadIdx.x < kTileQ) {
-    const int64_t t = t0 + threadIdx.x;
-    int32_t p = -1;
-    if (t < T) {
-      p = pos[t];
-      if (p < 0 || p >= n_kv) {
-        if (h == 0) report_error(sink, kErrAttentionPos, p, n_kv);
-        p = -1;
-      }
-    }
-    qpos[threadIdx.x] = p;
-    atomicMax(&kv_max_s, p + 1);
-  }
-  for (int i = threadIdx.x; i < kTileQ * d; i += blockDim.x) {
-    const int qi = i / d, e = i % d;
-    const int64_t t = t0 + qi;
-    float x = 0.0f;
-    if (t < T) x = *reinterpret_cast<const float*>(q.data + e * q.nb[0] + h * q.nb[1] + t * q.nb[2]) * scale;
-    Qs[i] = x;
-  }
-  __syncthreads();
-  const int kv_max = kv_max_s;
+  const int kv_max = load_query_tile(q, pos, scale, h, t0, d, n_kv, qpos, &kv_max_s, Qs, sink);
 
   float m[kQPerWarp], l[kQPerWarp], acc[kQPerWarp][kMaxDvPerLane];
 #pragma unroll
@@ -504,30 +514,7 @@ __global__ void __launch_bounds__(32 * kTileWarps) attn_tile_d_kernel(TD q, TD k
   const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kTileQ;
   const int hk = h / group;
 
-  if (threadIdx.x == 0) kv_max_s = 0;
-  __syncthreads();
-  if (threadIdx.x < kTileQ) {
-    const int64_t t = t0 + threadIdx.x;
-    int32_t p = -1;
-    if (t < T) {
-      p = pos[t];
-      if (p < 0 || p >= n_kv) {
-        if (h == 0) report_error(sink, kErrAttentionPos, p, n_kv);
-        p = -1;
-      }
-    }
-    qpos[threadIdx.x] = p;
-    atomicMax(&kv_max_s, p + 1);
-  }
-  for (int i = threadIdx.x; i < kTileQ * D; i += blockDim.x) {
-    const int qi = i / D, e = i % D;
-    const int64_t t = t0 + qi;
-    float x = 0.0f;
-    if (t < T) x = *reinterpret_cast<const float*>(q.data + e * q.nb[0] + h * q.nb[1] + t * q.nb[2]) * scale;
-    Qs[i] = x;
-  }
-  __syncthreads();
-  const int kv_max = kv_max_s;
+  const int kv_max = load_query_tile(q, pos, scale, h, t0, D, n_kv, qpos, &kv_max_s, Qs, sink);
   int32_t p[kQPerWarp];
   float m[kQPerWarp], l[kQPerWarp], acc[kQPerWarp][EPL];
 #pragma unroll
