@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "common/common.h"
+#include "quantize/ftype.h"
 
 using namespace minfer;
 
@@ -116,7 +117,12 @@ int main(int argc, char** argv) {
     for (const auto& t : L.file->tensors()) params += static_cast<double>(t.nelements());
     double bytes = 0;
     for (const auto& t : L.file->tensors()) bytes += static_cast<double>(t.nbytes);
+    // The file type as llama-bench shows it: general.file_type's name ("Q4_K_M"), else the dtype
+    // holding most of the matrix bytes.
     const std::string ftype = [&] {
+      if (auto ft = L.file->get_optional<uint32_t>("general.file_type"))
+        for (auto t : quantize::all_file_types())
+          if (static_cast<uint32_t>(t) == *ft) return std::string(quantize::file_type_name(t));
       std::map<std::string, double> by;
       for (const auto& t : L.file->tensors())
         if (t.ne[1] > 1) by[std::string(dtype_name(t.type))] += static_cast<double>(t.nbytes);
