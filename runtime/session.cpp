@@ -66,27 +66,48 @@ std::span<const float> Session::eval(std::span<const int32_t> tokens, bool all_l
   return logits_;
 }
 
+Session::StepGraph& Session::step_graph(int64_t n_tokens, int64_t n_out) {
+  for (auto it = graphs_.begin(); it != graphs_.end(); ++it) {
+    if (it->n_tokens != n_tokens || it->n_out != n_out) continue;
+    graphs_.splice(graphs_.begin(), graphs_, it);
+    StepGraph& sg = graphs_.front();
+    // Another shape may have grown (replaced) the arena since: place this graph again.
+    if (sg.arena_generation != exec_.allocator().generation()) {
+      exec_.allocate(*sg.ctx, sg.graph);
+      sg.arena_generation = exec_.allocator().generation();
+    }
+    return sg;
+  }
+  if (graphs_.size() == kMaxStepGraphs) graphs_.pop_back();
+  StepGraph& sg = graphs_.emplace_front();
+  sg.n_tokens = n_tokens;
+  sg.n_out = n_out;
+  sg.ctx = std::make_unique<Context>();
+  Context& ctx = *sg.ctx;
+  sg.batch.tokens = ctx.new_tensor(DType::I32, {n_tokens}, "tokens");
+  sg.batch.pos = ctx.new_tensor(DType::I32, {n_tokens}, "pos");
+  sg.batch.out_rows = ctx.new_tensor(DType::I32, {n_out}, "out_rows");
+  for (Tensor* t : {sg.batch.tokens, sg.batch.pos, sg.batch.out_rows}) t->flags |= kTensorInput;
+  sg.logits = model_.build(ctx, sg.batch, kv_);
+  sg.graph.add_output(sg.logits);
+  exec_.allocate(ctx, sg.graph);
+  sg.arena_generation = exec_.allocator().generation();
+  return sg;
+}
+
 void Session::eval_ubatch(std::span<const int32_t> tokens, bool all_logits, float* out) {
   const auto n = static_cast<int64_t>(tokens.size());
   const int64_t n_out = out == nullptr ? 1 : (all_logits ? n : 1);
-  Context ctx;
-  Batch b;
-  b.tokens = ctx.new_tensor(DType::I32, {n}, "tokens");
-  b.pos = ctx.new_tensor(DType::I32, {n}, "pos");
-  b.out_rows = ctx.new_tensor(DType::I32, {n_out}, "out_rows");
-  for (Tensor* t : {b.tokens, b.pos, b.out_rows}) t->flags |= kTensorInput;
-  Tensor* logits = model_.build(ctx, b, kv_);
-  Graph g({logits});
-  exec_.allocate(ctx, g);
+  StepGraph& sg = step_graph(n, n_out);
   std::vector<int32_t> pos(static_cast<size_t>(n)), rows(static_cast<size_t>(n_out));
   std::iota(pos.begin(), pos.end(), kv_.n_past());
   if (n_out == n) std::iota(rows.begin(), rows.end(), 0);
   else rows[0] = static_cast<int32_t>(n - 1);
-  backend_.set_tensor(*b.tokens, tokens.data(), 0, tokens.size_bytes());
-  backend_.set_tensor(*b.pos, pos.data(), 0, pos.size() * 4);
-  backend_.set_tensor(*b.out_rows, rows.data(), 0, rows.size() * 4);
-  exec_.compute(g);
-  if (out) backend_.get_tensor(*logits, out, 0, static_cast<size_t>(n_out) * static_cast<size_t>(model_.hparams().n_vocab) * 4);
+  backend_.set_tensor(*sg.batch.tokens, tokens.data(), 0, tokens.size_bytes());
+  backend_.set_tensor(*sg.batch.pos, pos.data(), 0, pos.size() * 4);
+  backend_.set_tensor(*sg.batch.out_rows, rows.data(), 0, rows.size() * 4);
+  exec_.compute(sg.graph);
+  if (out) backend_.get_tensor(*sg.logits, out, 0, static_cast<size_t>(n_out) * static_cast<size_t>(model_.hparams().n_vocab) * 4);
   backend_.synchronize();
   kv_.set_n_past(kv_.n_past() + static_cast<int32_t>(n));
 }

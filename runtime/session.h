@@ -1,11 +1,13 @@
 // Session: one token sequence evaluated by a model on a backend, with its KV cache.
 //
 // eval() runs the forward pass over new tokens at positions n_past, n_past + 1, ... in ubatches
-// of at most n_batch tokens, and returns logits. The graph is rebuilt per call (cheap) and the
-// executor reuses the arena layout for equal shapes; a CUDA backend also replays its captured
-// graph. rollback() forgets the last tokens (speculative decoding's rejection).
+// of at most n_batch tokens, and returns logits. A graph is built, lowered and allocated once per
+// shape (tokens, logit rows) and kept: the next step with that shape only writes its inputs and
+// computes, so decode pays no host-side graph work, and a CUDA backend replays its captured graph.
+// rollback() forgets the last tokens (speculative decoding's rejection).
 #pragma once
 
+#include <list>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -58,6 +60,18 @@ class Session {
   static int32_t resolve_n_ctx(const Model& model, const SessionParams& p);
 
  private:
+  // A built, lowered and allocated forward graph for one (tokens, logit rows) shape.
+  struct StepGraph {
+    int64_t n_tokens = 0, n_out = 0;
+    std::unique_ptr<Context> ctx;
+    Graph graph;
+    Batch batch;
+    Tensor* logits = nullptr;
+    uint64_t arena_generation = 0;
+  };
+  static constexpr size_t kMaxStepGraphs = 8;
+
+  StepGraph& step_graph(int64_t n_tokens, int64_t n_out);
   void eval_ubatch(std::span<const int32_t> tokens, bool all_logits, float* out);
 
   const Model& model_;
@@ -65,6 +79,7 @@ class Session {
   SessionParams params_;
   KvCache kv_;
   Executor exec_;
+  std::list<StepGraph> graphs_;  // most recently used first
   std::vector<float> logits_;
 };
 

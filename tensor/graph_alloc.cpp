@@ -71,6 +71,7 @@ void GraphAllocator::ensure_arena(size_t bytes) {
   if (arena_ && arena_->size() >= bytes) return;
   arena_.reset();  // release first: on a device the old and new arenas may not both fit
   arena_ = backend_.alloc_buffer(bytes == 0 ? 1 : bytes);
+  ++generation_;
 }
 
 void GraphAllocator::reserve(const Graph& g) {

@@ -34,6 +34,9 @@ class GraphAllocator {
   void set_poison(bool on) { poison_ = on; }
 
   size_t arena_size() const { return arena_ ? arena_->size() : 0; }
+  /// Increments whenever the arena buffer is replaced. A graph allocated at generation g keeps
+  /// valid storage while generation() == g, so a caller may compute it again without allocate().
+  uint64_t generation() const { return generation_; }
   const alloc::AllocStats& last_stats() const { return last_stats_; }
   /// How many allocate() calls reused a cached layout.
   size_t n_layout_reuses() const { return planner_.n_layout_reuses(); }
@@ -48,6 +51,7 @@ class GraphAllocator {
   std::unique_ptr<Buffer> arena_;
   alloc::AllocStats last_stats_{};
   bool poison_ = false;
+  uint64_t generation_ = 0;
 };
 
 }  // namespace minfer
