@@ -25,16 +25,9 @@ Session::Session(const Model& model, Backend& backend, const SessionParams& p)
           model.hparams().head_dim_v, KvCacheParams{resolve_n_ctx(model, p), p.kv_type}),
       exec_(backend) {
   if (params_.n_batch <= 0) throw std::invalid_argument(fmt::format("n_batch must be positive, got {}", params_.n_batch));
-  // Measure pass: the largest ubatch with all logits is the worst case of every later graph.
-  Context ctx;
-  const int32_t n = std::min(params_.n_batch, kv_.n_ctx());
-  Batch b;
-  b.tokens = ctx.new_tensor(DType::I32, {n}, "tokens");
-  b.pos = ctx.new_tensor(DType::I32, {n}, "pos");
-  b.out_rows = ctx.new_tensor(DType::I32, {n}, "out_rows");
-  for (Tensor* t : {b.tokens, b.pos, b.out_rows}) t->flags |= kTensorInput;
-  Graph g({model_.build(ctx, b, kv_)});
-  exec_.reserve(ctx, g);
+  // Measure pass: the largest ubatch with all logits is the worst case of every later graph, so
+  // building (and keeping) it now sizes the arena once and makes an impossible context fail here.
+  step_graph(std::min(params_.n_batch, kv_.n_ctx()), std::min(params_.n_batch, kv_.n_ctx()));
 }
 
 void Session::rollback(int32_t n) {

@@ -126,3 +126,41 @@ TEST(Graph, OutputsAndInputsAreNeverOverwritten) {
 
 }  // namespace
 }  // namespace minfer::test
+
+namespace minfer::test {
+namespace {
+
+TEST(Graph, ReserveSizesTheArenaOnceForSmallerGraphs) {
+  CpuBackend cpu(1);
+  Executor exec(cpu);
+  Context weights;
+  Tensor* w = weights.new_tensor(DType::F32, {64});
+  auto wbuf = allocate_tensors(weights, cpu);
+  auto chain = [&](Context& c, int64_t n) {
+    Tensor* x = c.new_tensor(DType::F32, {64, n});
+    x->flags |= kTensorInput;
+    return Graph({build_chain(c, x, w, 3)});
+  };
+  Context big;
+  Graph gb = chain(big, 32);
+  exec.reserve(big, gb);
+  const size_t reserved = exec.allocator().arena_size();
+  const uint64_t gen = exec.allocator().generation();
+  EXPECT_GT(reserved, 0u);
+  for (int64_t n : {1, 7, 32, 3}) {
+    Context c;
+    Graph g = chain(c, n);
+    exec.allocate(c, g);
+    EXPECT_EQ(exec.allocator().arena_size(), reserved) << "n = " << n;
+  }
+  EXPECT_EQ(exec.allocator().generation(), gen) << "the arena was replaced after the measure pass";
+  // A graph larger than the reserved worst case grows the arena (and says so).
+  Context huge;
+  Graph gh = chain(huge, 64);
+  exec.allocate(huge, gh);
+  EXPECT_GT(exec.allocator().arena_size(), reserved);
+  EXPECT_GT(exec.allocator().generation(), gen);
+}
+
+}  // namespace
+}  // namespace minfer::test
