@@ -210,14 +210,19 @@ float dot_q3_k_scalar(int64_t n, const void* xv, const void* yv) {
   return s;
 }
 
-float dot_q4_k_scalar(int64_t n, const void* xv, const void* yv) {
+namespace {
+
+// Q4_K and Q5_K share the dot: 8 sub-blocks of 32 with a 6-bit scale and min each; the mins
+// multiply the activation block sums. Only the unpacking of the quants differs.
+template <typename Block, void (*Unpack)(const Block&, int8_t*)>
+float dot_k4_scale_min(int64_t n, const void* xv, const void* yv) {
   const int64_t nb = n / kQKK;
-  const auto* x = static_cast<const BlockQ4_K*>(xv);
+  const auto* x = static_cast<const Block*>(xv);
   const auto* y = static_cast<const BlockQ8_K*>(yv);
   float s = 0;
   for (int64_t i = 0; i < nb; ++i) {
     int8_t q[kQKK];
-    unpack_q4_k(x[i], q);
+    Unpack(x[i], q);
     int isum = 0, summ = 0;
     for (int j = 0; j < 8; ++j) {
       uint8_t sc, m;
@@ -230,24 +235,14 @@ float dot_q4_k_scalar(int64_t n, const void* xv, const void* yv) {
   return s;
 }
 
+}  // namespace
+
+float dot_q4_k_scalar(int64_t n, const void* xv, const void* yv) {
+  return dot_k4_scale_min<BlockQ4_K, unpack_q4_k>(n, xv, yv);
+}
+
 float dot_q5_k_scalar(int64_t n, const void* xv, const void* yv) {
-  const int64_t nb = n / kQKK;
-  const auto* x = static_cast<const BlockQ5_K*>(xv);
-  const auto* y = static_cast<const BlockQ8_K*>(yv);
-  float s = 0;
-  for (int64_t i = 0; i < nb; ++i) {
-    int8_t q[kQKK];
-    unpack_q5_k(x[i], q);
-    int isum = 0, summ = 0;
-    for (int j = 0; j < 8; ++j) {
-      uint8_t sc, m;
-      get_scale_min_k4(j, x[i].scales, &sc, &m);
-      isum += sc * dot_i8(q + 32 * j, y[i].qs + 32 * j, 32);
-      summ += m * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
-    }
-    s += (y[i].d * f16(x[i].d)) * static_cast<float>(isum) - (y[i].d * f16(x[i].dmin)) * static_cast<float>(summ);
-  }
-  return s;
+  return dot_k4_scale_min<BlockQ5_K, unpack_q5_k>(n, xv, yv);
 }
 
 float dot_q6_k_scalar(int64_t n, const void* xv, const void* yv) {

@@ -35,9 +35,9 @@ void check_scale(const char* type, uint16_t bits) {
                                 "): block magnitude needs a scale beyond the f16 range");
 }
 
-// Symmetric fit x ~= s * (L - nmax), L in [0, 2*nmax - 1], weights x^2 (make_qx_quants with
-// rmse_type 1). Returns s.
-float fit_symmetric(int n, int nmax, const float* x, int8_t* L) {
+// The value of largest magnitude (signed) of x[0..n); 0 when every |x| is below kGroupMaxEps,
+// in which case L is zeroed (an all-zero group quantizes to scale 0).
+float signed_absmax_or_zero(int n, const float* x, int8_t* L) {
   float amax = 0, vmax = 0;
   for (int i = 0; i < n; ++i) {
     const float a = std::fabs(x[i]);
@@ -50,6 +50,14 @@ float fit_symmetric(int n, int nmax, const float* x, int8_t* L) {
     for (int i = 0; i < n; ++i) L[i] = 0;
     return 0.f;
   }
+  return vmax;
+}
+
+// Symmetric fit x ~= s * (L - nmax), L in [0, 2*nmax - 1], weights x^2 (make_qx_quants with
+// rmse_type 1). Returns s.
+float fit_symmetric(int n, int nmax, const float* x, int8_t* L) {
+  const float vmax = signed_absmax_or_zero(n, x, L);
+  if (vmax == 0.f) return 0.f;
   const auto clampl = [nmax](int l) { return l < -nmax ? -nmax : (l > nmax - 1 ? nmax - 1 : l); };
   float iscale = -static_cast<float>(nmax) / vmax;
   float sumlx = 0, suml2 = 0;
@@ -84,18 +92,8 @@ float fit_symmetric(int n, int nmax, const float* x, int8_t* L) {
 // Symmetric 3-bit fit (make_q3_quants with do_rmse): start from absmax rounding, then move one
 // level at a time while the x^2-weighted least-squares objective improves. L in [0, 2*nmax-1].
 float fit_symmetric_q3(int n, int nmax, const float* x, int8_t* L) {
-  float amax = 0, vmax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float a = std::fabs(x[i]);
-    if (a > amax) {
-      amax = a;
-      vmax = x[i];
-    }
-  }
-  if (amax < kGroupMaxEps) {
-    for (int i = 0; i < n; ++i) L[i] = 0;
-    return 0.f;
-  }
+  const float vmax = signed_absmax_or_zero(n, x, L);
+  if (vmax == 0.f) return 0.f;
   const auto clampl = [nmax](int l) { return l < -nmax ? -nmax : (l > nmax - 1 ? nmax - 1 : l); };
   const float iscale = -static_cast<float>(nmax) / vmax;
   float sumlx = 0, suml2 = 0;
