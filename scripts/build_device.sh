@@ -20,7 +20,7 @@ jobs="${JOBS:-2}"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMINFER_CUDA=ON -DMINFER_PORTABLE=ON \
   -DMINFER_SANITIZE=OFF "$@" >/dev/null
 # What the device runs: the GPU tests and the programs gpu_check.sh uses (those that exist).
-want=(test_cuda_ops test_cuda_models minfer-bench minfer-mkmodel minfer-generate minfer-perplexity)
+want=(test_cuda_ops test_cuda_models minfer-bench minfer-mkmodel minfer-generate minfer-perplexity minfer-speculative)
 have=$(ninja -C "$build" -t targets all | sed 's/:.*//')
 targets=()
 for t in "${want[@]}"; do grep -qx "$t" <<<"$have" && targets+=("$t"); done

@@ -1,6 +1,9 @@
 // minfer-bench: prefill and decode throughput, in the manner of llama-bench.
 //   pp<N>: evaluate N prompt tokens in one pass (ubatch -b) from the given depth;
-//   tg<N>: generate N tokens one forward pass at a time from the given depth.
+//   tg<N>: generate N tokens one forward pass at a time from the given depth;
+//   vb<N>: a speculative verify batch: N tokens in one pass with logits for every row, then the
+//          cache rolled back; 32 passes per repetition, t/s counts N tokens a pass (the pass
+//          takes N / (t/s) seconds; compare with tg's 1 / (t/s) for the cost of one token).
 // Each test runs once as a warm-up, then -r times; tokens are random ids. Results: mean ±
 // standard deviation of tok/s, as a markdown table (default) or JSON (-o json).
 #include <fmt/format.h>
@@ -58,11 +61,12 @@ int main(int argc, char** argv) {
   return examples::run_main([&] {
     CLI::App app{"minfer-bench: prefill (pp) and decode (tg) throughput"};
     examples::ModelArgs margs;
-    std::string p_list = "512", n_list = "128", d_list = "0", output = "md";
+    std::string p_list = "512", n_list = "128", v_list, d_list = "0", output = "md";
     int reps = 5;
     examples::add_model_flags(app, margs);
     app.add_option("-p,--n-prompt", p_list, "prefill sizes, comma-separated (0: none)");
     app.add_option("-n,--n-gen", n_list, "decode lengths, comma-separated (0: none)");
+    app.add_option("-v,--n-verify", v_list, "verify batch sizes, comma-separated (default: none)");
     app.add_option("-d,--n-depth", d_list, "KV depths the tests start from, comma-separated");
     app.add_option("-r,--repetitions", reps, "timed repetitions after one warm-up")->check(CLI::PositiveNumber);
     app.add_option("-o,--output", output, "md or json")->check(CLI::IsMember({"md", "json"}));
@@ -71,15 +75,17 @@ int main(int argc, char** argv) {
 
     auto L = examples::load_model(margs);
     const HParams& h = L.model->hparams();
-    const auto pps = parse_list(p_list), tgs = parse_list(n_list), depths = parse_list(d_list);
+    const auto pps = parse_list(p_list), tgs = parse_list(n_list), vbs = parse_list(v_list), depths = parse_list(d_list);
     int max_len = 0;
     for (int p : pps) max_len = std::max(max_len, p);
     for (int n : tgs) max_len = std::max(max_len, n);
+    for (int n : vbs) max_len = std::max(max_len, n);
     int max_depth = 0;
     for (int d : depths) max_depth = std::max(max_depth, d);
     auto sp = examples::session_params(margs);
     if (sp.n_ctx <= 0) sp.n_ctx = max_depth + max_len;
     for (int p : pps) sp.n_batch = std::max(sp.n_batch, p);
+    for (int n : vbs) sp.n_batch = std::max(sp.n_batch, n);
     Session session(*L.model, *L.backend, sp);
     std::mt19937 rng(1234);
     std::uniform_int_distribution<int32_t> tok(0, h.n_vocab - 1);
@@ -111,6 +117,17 @@ int main(int argc, char** argv) {
       const auto t0 = Clock::now();
       for (int i = 0; i < n; ++i) session.eval(std::span<const int32_t>(&toks[static_cast<size_t>(i)], 1));
       return n / std::chrono::duration<double>(Clock::now() - t0).count();
+    };
+    auto run_vb = [&](int n, int depth) {
+      constexpr int kPasses = 32;
+      prepare(depth);
+      auto toks = random_tokens(n);
+      const auto t0 = Clock::now();
+      for (int i = 0; i < kPasses; ++i) {
+        session.eval(toks, /*all_logits=*/true);
+        session.rollback(depth);
+      }
+      return n * kPasses / std::chrono::duration<double>(Clock::now() - t0).count();
     };
 
     double params = 0;
@@ -152,6 +169,13 @@ int main(int argc, char** argv) {
         std::vector<double> v;
         for (int r = 0; r < reps; ++r) v.push_back(run_tg(n, depth));
         rows.push_back({fmt::format("tg{}", n), n, depth, stats(v)});
+      }
+      for (int n : vbs) {
+        if (n <= 0) continue;
+        run_vb(n, depth);
+        std::vector<double> v;
+        for (int r = 0; r < reps; ++r) v.push_back(run_vb(n, depth));
+        rows.push_back({fmt::format("vb{}", n), n, depth, stats(v)});
       }
     }
     const std::string model_desc = fmt::format("{} {} {}", h.arch, h.name.empty() ? "" : h.name, ftype);

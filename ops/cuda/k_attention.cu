@@ -5,6 +5,9 @@
 // captured CUDA graph replays correctly at any depth.
 // - T <= 8 queries, head dim 64/128/256, GQA group <= 8: attn_gqa_kernel (below), split-KV with
 //   one block per KV head serving all its query heads.
+// - Both split-KV paths choose the split count from the cache length and head counts only, never
+//   from T, so query t of a T-query batch gets the same bits as a one-query step at pos[t]
+//   (batch invariance: speculative verification reproduces plain decoding exactly).
 // - Other T <= 8 queries (decode, short verify): split-KV ("flash-decoding"): grid (splits, heads,
 //   queries); split s takes an equal share of the visible keys (computed on the device from
 //   pos[t]), keeps an online softmax per warp, and writes (max, sum, acc[dv]);
@@ -342,11 +345,14 @@ template <int D, DType KT, DType VT>
 void launch_gqa(KernelContext& kc, const Tensor& q, const Tensor& k, const Tensor& v, const int32_t* p, float scale,
                 int group, float* out) {
   const int64_t n_head = q.ne[1], n_head_kv = k.ne[1], T = q.ne[2], n_kv = k.ne[2];
-  // Enough blocks to keep every SM streaming at full depth; at least 64 cache rows per split.
+  // Enough blocks to keep every SM streaming at full depth for one query; at least 64 cache rows
+  // per split. The count must not depend on T: a query's split boundaries, and so its
+  // accumulation order, are then the same in a verify batch as in a one-token decode step
+  // (batch invariance, which speculative decoding's greedy identity rests on).
   const int64_t target_blocks = 4 * static_cast<int64_t>(kc.prop->multiProcessorCount);
   const int64_t by_len = std::max<int64_t>(1, ceil_div(n_kv, 64));
   const int n_splits =
-      static_cast<int>(std::clamp<int64_t>(ceil_div(target_blocks, n_head_kv * T), 1, std::min<int64_t>(by_len, 256)));
+      static_cast<int>(std::clamp<int64_t>(ceil_div(target_blocks, n_head_kv), 1, std::min<int64_t>(by_len, 256)));
   const int64_t parts = T * n_head * n_splits;
   const size_t acc_bytes = (static_cast<size_t>(parts * D) * 4 + 255) / 256 * 256;
   char* s = static_cast<char*>(kc.scratch_bytes(acc_bytes + static_cast<size_t>(parts) * sizeof(float2)));
@@ -639,7 +645,8 @@ void launch_attention(KernelContext& kc, const Tensor& q, const Tensor& k, const
   if (T <= 8) {
     const int64_t target_blocks = 2 * static_cast<int64_t>(kc.prop->multiProcessorCount);
     const int64_t by_len = std::max<int64_t>(1, ceil_div(n_kv, 32));
-    const int n_splits = static_cast<int>(std::clamp<int64_t>(ceil_div(target_blocks, n_head * T), 1, std::min<int64_t>(by_len, 64)));
+    // Independent of T, as in launch_gqa: a query's result does not depend on the batch.
+    const int n_splits = static_cast<int>(std::clamp<int64_t>(ceil_div(target_blocks, n_head), 1, std::min<int64_t>(by_len, 64)));
     const int64_t parts = T * n_head * n_splits;
     const size_t acc_bytes = (static_cast<size_t>(parts * dv) * 4 + 255) / 256 * 256;
     char* s = static_cast<char*>(kc.scratch_bytes(acc_bytes + static_cast<size_t>(parts) * sizeof(float2)));

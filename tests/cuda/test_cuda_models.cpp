@@ -1,11 +1,13 @@
 // The fixture models on CUDA: the f16 files reproduce the Hugging Face references (logits max
 // |diff| printed and bounded, the 32-token greedy continuation exact, through the captured
 // decode graph), every fixture's perplexity is within 0.5 % of llama.cpp's, and a KV cache far
-// too large for the GPU fails with OutOfMemoryError and a message.
+// too large for the GPU fails with OutOfMemoryError and a message, the rows of a verify batch carry
+// exactly the logits of the matching decode steps, and speculative greedy output equals plain greedy.
 // The reference and perplexity checks are tests/models/model_checks.h, shared with the CPU suite.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -17,6 +19,7 @@
 #include "runtime/perplexity.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
+#include "runtime/speculative.h"
 #include "tokenizer/tokenizer.h"
 
 namespace minfer::test {
@@ -88,6 +91,78 @@ TEST(CudaModels, DecodeMatchesPrefillLogits) {
   std::printf("[ cuda qwen3-s Q4_K_M ] prefill vs token-by-token decode: max |diff| %.3g (max |logit| %.3g)\n", md, mx);
   EXPECT_LT(md, 0.05 * std::max(1.0, mx));
   EXPECT_EQ(argmax(pre), argmax(dec));
+}
+
+TEST(CudaModels, VerifyBatchRowsEqualDecodeStepsBitwise) {
+  // Speculative verification evaluates d + 1 tokens in one pass; plain decoding one at a time.
+  // Every row of the batch must carry exactly the logits of the matching decode step, for the
+  // weight types and layers of the fixtures (q/k/v bias, q_norm/k_norm, K-quants, f16, Q8_0).
+  MINFER_REQUIRE_GPU();
+  for (const char* name : {"qwen3-s/qwen3-s-Q4_K_M.gguf", "qwen2-s/qwen2-s-Q4_K_M.gguf", "qwen3-xs/qwen3-xs-f16.gguf",
+                           "qwen3-xs/qwen3-xs-Q8_0.gguf"}) {
+    auto file = open_fixture(name);
+    const std::string dir = std::string(name).substr(0, std::string(name).find('/'));
+    auto refs = load_refs(dir);
+    if (!file || refs.empty()) GTEST_SKIP() << "fixtures not found under " << fixtures_dir();
+    auto model = models::load(file, *gpu());
+    const int32_t nv = model->hparams().n_vocab;
+    for (size_t c : {size_t{0}, size_t{4}}) {  // a short code prompt; a 336-token held-out slice (depth)
+      const auto& prompt = refs[c].ids;
+      SessionParams sp;
+      sp.n_ctx = 512;
+      for (int32_t n : {2, 5, 8}) {
+        const std::vector<int32_t> next(refs[c].greedy32.begin(), refs[c].greedy32.begin() + n);
+        Session batch(*model, *gpu(), sp), step(*model, *gpu(), sp);
+        batch.eval(prompt);
+        step.eval(prompt);
+        auto all = batch.eval(next, /*all_logits=*/true);
+        const std::vector<float> rows(all.begin(), all.end());
+        for (int32_t i = 0; i < n; ++i) {
+          auto l = step.eval(std::span<const int32_t>(&next[static_cast<size_t>(i)], 1));
+          ASSERT_TRUE(std::isfinite(l[0]));
+          EXPECT_EQ(std::memcmp(l.data(), rows.data() + static_cast<size_t>(i) * nv, static_cast<size_t>(nv) * 4), 0)
+              << name << " prompt " << c << ": row " << i << " of a " << n << "-token batch differs from decode step " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaSpeculative, GreedyOutputIdenticalToPlainDecoding) {
+  // The pair on CUDA: target qwen3-s Q4_K_M, draft qwen3-xs Q8_0, the 5 reference prompts,
+  // 64 tokens each. Divergences are counted (first differing position per prompt) and printed.
+  MINFER_REQUIRE_GPU();
+  auto tf = open_fixture("qwen3-s/qwen3-s-Q4_K_M.gguf"), df = open_fixture("qwen3-xs/qwen3-xs-Q8_0.gguf");
+  auto refs = load_refs("qwen3-s");
+  if (!tf || !df || refs.empty()) GTEST_SKIP() << "fixtures not found under " << fixtures_dir();
+  auto target = models::load(tf, *gpu());
+  auto draft = models::load(df, *gpu());
+  auto tok = tokenizer::Tokenizer::from_gguf(*tf);
+  SessionParams sp;
+  sp.n_ctx = 512;
+  SamplerParams greedy;
+  greedy.temp = 0;
+  GenerateParams gp;
+  gp.n_predict = 64;
+  gp.stop_at_eog = false;
+  int64_t tokens = 0, flips = 0;
+  for (size_t c = 0; c < refs.size(); ++c) {
+    Session plain(*target, *gpu(), sp);
+    Sampler s1(greedy);
+    const auto ref = generate(plain, tok, s1, refs[c].ids, gp);
+    Session ts(*target, *gpu(), sp), ds(*draft, *gpu(), sp);
+    SpeculativeDecoder dec(ts, ds);
+    Sampler s2(greedy);
+    const auto got = dec.generate(tok, s2, refs[c].ids, gp);
+    size_t first = 0;
+    while (first < ref.ids.size() && first < got.ids.size() && ref.ids[first] == got.ids[first]) ++first;
+    tokens += static_cast<int64_t>(ref.ids.size());
+    if (first < ref.ids.size() || got.ids.size() != ref.ids.size()) ++flips;
+    std::printf("[ cuda spec ] prompt %zu: %zu tokens, identical prefix %zu, acceptance %.1f%%, %lld verify passes\n", c,
+                got.ids.size(), first, 100 * dec.stats().acceptance(), static_cast<long long>(dec.stats().n_steps));
+    EXPECT_EQ(got.ids, ref.ids) << "prompt " << c << " diverges at token " << first;
+  }
+  std::printf("[ cuda spec ] %lld tokens, %lld divergences\n", static_cast<long long>(tokens), static_cast<long long>(flips));
 }
 
 TEST(CudaModels, KvCacheFarTooLargeIsOutOfMemoryError) {

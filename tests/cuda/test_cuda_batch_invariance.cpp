@@ -1,0 +1,123 @@
+// Batch invariance on CUDA: a row computed in a batch of T rows has exactly the bits it has when
+// computed alone. Speculative decoding's greedy identity rests on it (the target verifies d + 1
+// tokens in one pass, plain decoding evaluates them one at a time), for the decode-size kernels:
+// MMVQ and the float matvec (N <= 8) and split-KV attention (T <= 8).
+//
+// Inputs are generated per logical element (global row index, element index), so the T-row
+// graph and each one-row graph see the same values without sharing buffers.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "cuda_test_util.h"
+#include "ops/ops.h"
+
+namespace minfer::test {
+namespace {
+
+// A deterministic N(0, sd) value for (stream, row, element): the same for every graph that
+// holds that row.
+float value_at(uint64_t stream, int64_t row, int64_t i, float sd) {
+  std::mt19937_64 g(stream * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(row) * 0xBF58476D1CE4E5B9ull ^
+                    static_cast<uint64_t>(i));
+  return std::normal_distribution<float>(0.0f, sd)(g);
+}
+
+// Fills leaf rows [row0, row0 + nrows) of the stream named by the leaf (its first letter).
+void fill_rows(Tensor& leaf, int64_t row0, float sd) {
+  const uint64_t stream = seed() ^ static_cast<uint64_t>(leaf.name[0]);
+  const int64_t k = leaf.ne[0];
+  std::vector<float> v(static_cast<size_t>(k));
+  for (int64_t r = 0; r < leaf.nrows(); ++r) {
+    for (int64_t i = 0; i < k; ++i) v[static_cast<size_t>(i)] = value_at(stream, row0 + r, i, sd);
+    quantize_row(leaf.type, v.data(), static_cast<char*>(leaf.data) + r * leaf.row_size(), k);
+  }
+}
+
+bool same_bits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
+
+void check_matmul_rows(DType wt, int64_t K, int64_t M, int64_t N) {
+  // x rows [t0, t0 + n): the activations; w: the same weight in every graph.
+  auto run = [&](int64_t t0, int64_t n) {
+    LeafData data([&](Tensor& leaf) { fill_rows(leaf, leaf.name == "w" ? 0 : t0, leaf.name == "w" ? 0.05f : 1.0f); });
+    return run_op(*gpu(), [&](Context& c) {
+      return ops::mul_mat(c, c.new_tensor(wt, {K, M}, "w"), c.new_tensor(DType::F32, {K, n}, "x"));
+    }, data).values;
+  };
+  const auto batch = run(0, N);
+  ASSERT_EQ(batch.size(), static_cast<size_t>(M * N));
+  for (float f : batch) ASSERT_TRUE(std::isfinite(f));
+  for (int64_t t = 0; t < N; ++t) {
+    const auto one = run(t, 1);
+    EXPECT_TRUE(same_bits(batch.data() + t * M, one.data(), static_cast<size_t>(M)))
+        << "mul_mat " << dtype_name(wt) << " K=" << K << " M=" << M << ": row " << t << " of a batch of " << N
+        << " differs from the row computed alone";
+  }
+}
+
+TEST(CudaBatchInvariance, MatmulRowsOfADecodeBatchEqualSingleRows) {
+  MINFER_REQUIRE_GPU();
+  for (DType wt : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16, DType::F32})
+    for (int64_t N : {2, 5, 8}) check_matmul_rows(wt, 512, 300, N);
+}
+
+struct AttnShape {
+  int64_t d, n_head, n_head_kv, n_kv, past, T;
+  DType kv;
+};
+
+void check_attention_rows(const AttnShape& s) {
+  auto run = [&](int64_t t0, int64_t n) {
+    LeafData data([&](Tensor& leaf) {
+      if (leaf.type == DType::I32) {
+        for (int64_t i = 0; i < n; ++i) static_cast<int32_t*>(leaf.data)[i] = static_cast<int32_t>(s.past + t0 + i);
+        return;
+      }
+      // q: rows are (head, token); keep the token index global so row t0 + i means the same query.
+      if (leaf.name == "q") {
+        const uint64_t stream = seed() ^ 'q';
+        std::vector<float> v(static_cast<size_t>(s.d));
+        for (int64_t t = 0; t < n; ++t)
+          for (int64_t h = 0; h < s.n_head; ++h) {
+            for (int64_t i = 0; i < s.d; ++i) v[static_cast<size_t>(i)] = value_at(stream, (t0 + t) * s.n_head + h, i, 1.0f);
+            std::memcpy(static_cast<float*>(leaf.data) + (t * s.n_head + h) * s.d, v.data(), v.size() * 4);
+          }
+        return;
+      }
+      fill_rows(leaf, 0, 1.0f);
+    });
+    return run_op(*gpu(), [&](Context& c) {
+      Tensor* q = c.new_tensor(DType::F32, {s.d, s.n_head, n}, "q");
+      Tensor* k = c.new_tensor(s.kv, {s.d, s.n_head_kv, s.n_kv}, "k");
+      Tensor* v = c.new_tensor(s.kv, {s.d, s.n_head_kv, s.n_kv}, "v");
+      return ops::attention(c, q, k, v, c.new_tensor(DType::I32, {n}, "pos"),
+                            1.0f / std::sqrt(static_cast<float>(s.d)));
+    }, data).values;
+  };
+  const auto batch = run(0, s.T);
+  const size_t row = static_cast<size_t>(s.d * s.n_head);
+  ASSERT_EQ(batch.size(), row * static_cast<size_t>(s.T));
+  for (float f : batch) ASSERT_TRUE(std::isfinite(f));
+  for (int64_t t = 0; t < s.T; ++t) {
+    const auto one = run(t, 1);
+    EXPECT_TRUE(same_bits(batch.data() + t * row, one.data(), row))
+        << "attention d=" << s.d << " heads " << s.n_head << "/" << s.n_head_kv << " n_kv=" << s.n_kv << " kv "
+        << dtype_name(s.kv) << ": query " << t << " (pos " << s.past + t << ") of a batch of " << s.T
+        << " differs from the query computed alone";
+  }
+}
+
+TEST(CudaBatchInvariance, AttentionQueriesOfAVerifyBatchEqualSingleQueries) {
+  MINFER_REQUIRE_GPU();
+  for (DType kv : {DType::F16, DType::Q8_0}) {
+    check_attention_rows({64, 4, 2, 256, 100, 8, kv});       // fixture-like: GQA kernel, few splits
+    check_attention_rows({128, 28, 4, 4608, 4000, 8, kv});   // Qwen2.5-7B at depth: many splits
+    check_attention_rows({128, 32, 8, 1024, 700, 3, kv});    // Qwen3-8B shape, T = 3
+    check_attention_rows({64, 16, 1, 512, 300, 5, kv});      // group 16: the generic split kernel
+  }
+}
+
+}  // namespace
+}  // namespace minfer::test
