@@ -69,7 +69,8 @@ class Session {
     Tensor* logits = nullptr;
     uint64_t arena_generation = 0;
   };
-  static constexpr size_t kMaxStepGraphs = 8;
+  // Speculative decoding alone uses up to 9 shapes per session (the prompt, verify batches of 1..8).
+  static constexpr size_t kMaxStepGraphs = 16;
 
   StepGraph& step_graph(int64_t n_tokens, int64_t n_out);
   void eval_ubatch(std::span<const int32_t> tokens, bool all_logits, float* out);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
 
 #include "runtime/token_sink.h"
 
@@ -39,19 +40,68 @@ DraftVerdict verify_draft(std::span<const std::vector<float>> p, std::span<const
   return v;
 }
 
-SpeculativeDecoder::SpeculativeDecoder(Session& target, Session& draft, const SpeculativeParams& p)
-    : target_(target), draft_(draft), params_(p) {
-  if (p.n_draft < 1 || p.n_draft_min < 1 || p.n_draft_min > p.n_draft)
-    throw std::invalid_argument(fmt::format("speculative: need 1 <= n_draft_min ({}) <= n_draft ({})", p.n_draft_min, p.n_draft));
-  if (target.n_vocab() != draft.n_vocab())
-    throw std::invalid_argument(fmt::format("speculative: target vocabulary ({}) and draft vocabulary ({}) differ",
-                                            target.n_vocab(), draft.n_vocab()));
+namespace {
+
+DraftPolicyParams policy_params(const SpeculativeParams& p) {
+  if (p.n_draft < 1 || p.n_draft_min < 0 || p.n_draft_min > p.n_draft)
+    throw std::invalid_argument(
+        fmt::format("speculative: need 0 <= n_draft_min ({}) <= n_draft ({}) and n_draft >= 1", p.n_draft_min, p.n_draft));
+  DraftPolicyParams pp = p.policy;
+  pp.d_min = p.n_draft_min;
+  pp.d_max = p.n_draft;
+  return pp;
 }
+
+std::string quoted(const std::string& s) { return fmt::format("{:?}", s); }
+
+}  // namespace
+
+void check_draft_vocab(const tokenizer::Tokenizer& target, const tokenizer::Tokenizer& draft) {
+  constexpr const char* kWhy = "speculative decoding needs the draft to use the target's vocabulary";
+  if (target.n_vocab() != draft.n_vocab())
+    throw std::invalid_argument(fmt::format("the draft vocabulary ({} tokens) differs from the target vocabulary ({} tokens): "
+                                            "{}", draft.n_vocab(), target.n_vocab(), kWhy));
+  for (int32_t id = 0; id < target.n_vocab(); ++id) {
+    const std::string &a = target.token_text(id), &b = draft.token_text(id);
+    if (a != b)
+      throw std::invalid_argument(fmt::format("the draft vocabulary differs from the target vocabulary at token id {}: {} in the "
+                                              "target, {} in the draft ({})", id, quoted(a), quoted(b), kWhy));
+    if (target.token_type(id) != draft.token_type(id))
+      throw std::invalid_argument(fmt::format("the draft vocabulary differs from the target vocabulary at token id {} ({}): "
+                                              "type {} in the target, {} in the draft ({})", id, quoted(a),
+                                              tokenizer::token_type_name(target.token_type(id)),
+                                              tokenizer::token_type_name(draft.token_type(id)), kWhy));
+  }
+  if (target.eos_id() != draft.eos_id())
+    throw std::invalid_argument(fmt::format("the draft vocabulary differs from the target vocabulary: end-of-sequence id {} in "
+                                            "the target, {} in the draft ({})", target.eos_id(), draft.eos_id(), kWhy));
+  auto sorted = [](std::vector<int32_t> v) {
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  const auto ea = sorted(target.eog_ids()), eb = sorted(draft.eog_ids());
+  if (ea != eb)
+    throw std::invalid_argument(fmt::format("the draft vocabulary differs from the target vocabulary: end-of-generation ids "
+                                            "[{}] in the target, [{}] in the draft ({})",
+                                            fmt::join(ea, ", "), fmt::join(eb, ", "), kWhy));
+}
+
+SpeculativeDecoder::SpeculativeDecoder(Session& target, Session& draft, const SpeculativeParams& p)
+    : target_(target), draft_(draft), params_(p), policy_(policy_params(p)) {
+  if (target.n_vocab() != draft.n_vocab())
+    throw std::invalid_argument(fmt::format("speculative: the target vocabulary ({} tokens) and the draft vocabulary ({} "
+                                            "tokens) differ", target.n_vocab(), draft.n_vocab()));
+}
+
+SpeculativeDecoder::SpeculativeDecoder(Session& target, const tokenizer::Tokenizer& target_tok, Session& draft,
+                                       const tokenizer::Tokenizer& draft_tok, const SpeculativeParams& p)
+    : SpeculativeDecoder((check_draft_vocab(target_tok, draft_tok), target), draft, p) {}
 
 GenerateResult SpeculativeDecoder::generate(const tokenizer::Tokenizer& tok, Sampler& sampler,
                                             std::span<const int32_t> prompt, const GenerateParams& params,
                                             const std::function<void(std::string_view)>& on_text) {
   using Clock = std::chrono::steady_clock;
+  auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
   GenerateResult r;
   r.prompt_ids.assign(prompt.begin(), prompt.end());
   if (prompt.empty()) throw std::invalid_argument("speculative: empty prompt");
@@ -64,7 +114,7 @@ GenerateResult SpeculativeDecoder::generate(const tokenizer::Tokenizer& tok, Sam
     last_logits.assign(l.begin(), l.end());
   }
   // The draft holds everything but the newest committed token (`last`), which opens each draft
-  // step; committed tokens it has not evaluated yet wait in draft_pending.
+  // round; committed tokens it has not evaluated yet wait in draft_pending.
   draft_.eval(prompt);
   std::vector<int32_t> draft_pending;
   r.n_prompt_eval = static_cast<int32_t>(prompt.size());
@@ -73,9 +123,11 @@ GenerateResult SpeculativeDecoder::generate(const tokenizer::Tokenizer& tok, Sam
   const auto t1 = Clock::now();
   TokenSink sink(tok, sampler, params, r, on_text);
   const int32_t limit = params.n_predict < 0 ? INT32_MAX : params.n_predict;
+  const auto hist_size = static_cast<size_t>(params_.n_draft) + 1;
+  if (stats_.depth_hist.size() < hist_size) stats_.depth_hist.resize(hist_size, 0);
   // The first token comes from the prompt's logits, as in plain decoding.
+  const bool greedy = sampler.greedy();
   int32_t last = sampler.sample(last_logits);
-  int32_t depth = params_.n_draft;
   bool go = sink.push(last);
   while (go) {
     // The target evaluates last + d drafted tokens; the draft its pending tokens + last + d - 1.
@@ -86,21 +138,49 @@ GenerateResult SpeculativeDecoder::generate(const tokenizer::Tokenizer& tok, Sam
       break;
     }
     const int32_t remaining = limit - static_cast<int32_t>(r.ids.size());
-    const int32_t d = std::max(0, std::min({depth, room_t - 1, room_d, remaining - 1}));
+    const int32_t want = params_.adaptive ? policy_.choose() : params_.n_draft;
+    const int32_t d = std::max(0, std::min({want, room_t - 1, room_d, remaining - 1}));
+    if (d == 0) {
+      // Plain decoding: one target pass and the sampler's own draw (the distribution verify_draft
+      // would draw from, without building it). The draft catches up on its next round.
+      draft_pending.push_back(last);
+      const auto tv = Clock::now();
+      const int32_t one[1] = {last};
+      const int32_t next = sampler.sample(target_.eval(one));
+      const double dtv = seconds_since(tv);
+      stats_.verify_ms += dtv * 1e3;
+      policy_.observe_verify(1, dtv);
+      ++stats_.n_rounds;
+      ++stats_.depth_hist[0];
+      go = sink.push(next);
+      last = next;
+      continue;
+    }
     // Draft d tokens, keeping each distribution (under the penalties of the tokens before it).
     std::vector<int32_t> drafted;
     std::vector<std::vector<float>> q;
     Sampler dsamp = sampler;
-    if (d == 0) {
-      draft_pending.push_back(last);
-    } else {
+    {
       std::vector<int32_t> in = draft_pending;
       in.push_back(last);
       draft_pending.clear();
       for (int32_t i = 0; i < d; ++i) {
+        const auto ts = Clock::now();
         auto l = draft_.eval(in);
-        q.push_back(dsamp.probs(l));
-        const int32_t x = dsamp.greedy() ? argmax(q.back()) : dsamp.sample_probs(q.back());
+        // Greedy needs no distributions: one-hot rows make verify_draft an argmax comparison,
+        // done below without building vocabulary-sized vectors (152k floats a row on Qwen).
+        int32_t x;
+        if (greedy) {
+          x = dsamp.sample(l);
+        } else {
+          q.push_back(dsamp.probs(l));
+          x = dsamp.sample_probs(q.back());
+        }
+        const double dt = seconds_since(ts);
+        stats_.draft_ms += dt * 1e3;
+        // A first step that also catches up on committed tokens (after plain-decoding rounds)
+        // is not a typical step; one extra token costs about nothing on a small draft.
+        if (in.size() <= 2) policy_.observe_draft_step(dt);
         dsamp.accept(x);
         drafted.push_back(x);
         in.assign(1, x);
@@ -109,34 +189,44 @@ GenerateResult SpeculativeDecoder::generate(const tokenizer::Tokenizer& tok, Sam
     // Verify: one target pass over last + drafted, logits for every row.
     std::vector<int32_t> batch{last};
     batch.insert(batch.end(), drafted.begin(), drafted.end());
-    const int32_t committed = target_.n_past() + 1;  // tokens committed before this step, last included
+    const int32_t committed = target_.n_past() + 1;  // tokens committed before this round, last included
+    const auto tv = Clock::now();
     auto tl = target_.eval(batch, /*all_logits=*/true);
-    std::vector<std::vector<float>> p;
     Sampler tsamp = sampler;
     const size_t nv = static_cast<size_t>(target_.n_vocab());
-    for (int32_t i = 0; i <= d; ++i) {
-      p.push_back(tsamp.probs(std::span<const float>(tl.data() + static_cast<size_t>(i) * nv, nv)));
-      if (i < d) tsamp.accept(drafted[static_cast<size_t>(i)]);
+    auto row = [&](int32_t i) { return std::span<const float>(tl.data() + static_cast<size_t>(i) * nv, nv); };
+    DraftVerdict v;
+    std::vector<std::vector<float>> p;
+    if (greedy) {
+      // verify_draft on one-hot rows: accept while the draft equals the target's argmax.
+      while (v.n_accepted < d && tsamp.sample(row(v.n_accepted)) == drafted[static_cast<size_t>(v.n_accepted)])
+        tsamp.accept(drafted[static_cast<size_t>(v.n_accepted++)]);
+      v.next = tsamp.sample(row(v.n_accepted));
+    } else {
+      for (int32_t i = 0; i <= d; ++i) {
+        p.push_back(tsamp.probs(row(i)));
+        if (i < d) tsamp.accept(drafted[static_cast<size_t>(i)]);
+      }
     }
-    const DraftVerdict v = verify_draft(p, q, drafted, sampler);
-    ++stats_.n_steps;
+    const double dtv = seconds_since(tv);
+    stats_.verify_ms += dtv * 1e3;
+    policy_.observe_verify(d + 1, dtv);
+    if (!greedy) v = verify_draft(p, q, drafted, sampler);
+    policy_.observe_verdict(d, v.n_accepted);
+    ++stats_.n_rounds;
     stats_.n_drafted += d;
     stats_.n_accepted += v.n_accepted;
+    if (stats_.depth_hist.size() <= static_cast<size_t>(d)) stats_.depth_hist.resize(static_cast<size_t>(d) + 1, 0);
+    ++stats_.depth_hist[static_cast<size_t>(d)];
     // The target keeps last + the accepted tokens; the draft keeps what it evaluated of them
     // (all but the last drafted token) and queues the rest.
     target_.rollback(committed + v.n_accepted);
-    if (d > 0) {
-      const int32_t keep = std::min(v.n_accepted, d - 1);
-      draft_.rollback(committed + keep);
-      draft_pending.assign(drafted.begin() + keep, drafted.begin() + v.n_accepted);
-    }
+    const int32_t keep = std::min(v.n_accepted, d - 1);
+    draft_.rollback(committed + keep);
+    draft_pending.assign(drafted.begin() + keep, drafted.begin() + v.n_accepted);
     for (int32_t i = 0; i < v.n_accepted && go; ++i) go = sink.push(drafted[static_cast<size_t>(i)]);
     if (go) go = sink.push(v.next);
     last = v.next;
-    if (params_.adaptive && d > 0) {
-      if (v.n_accepted == d) depth = std::min(params_.n_draft, depth + 1);
-      else if (v.n_accepted < d / 2) depth = std::max(params_.n_draft_min, depth - 1);
-    }
   }
   sink.finish();
   r.decode_ms = std::chrono::duration<double, std::milli>(Clock::now() - t1).count();

@@ -6,30 +6,68 @@
 // from the target, and both KV caches roll back past the rejected tokens. With greedy sampling
 // the output is the target's own greedy output; with temperature > 0 the acceptance rule keeps
 // the target's sampling distribution exactly (not the same tokens as plain sampling: the random
-// numbers are drawn differently). The draft depth adapts to the acceptance rate.
+// numbers are drawn differently). Each round's depth d comes from a DraftPolicy
+// (runtime/draft_policy.h) fed with the acceptance seen so far and the measured wall time of
+// draft steps and verify batches, or is fixed (SpeculativeParams::adaptive = false). Because the
+// random numbers a round uses depend on its depth, a seed reproduces a sampled (temperature > 0)
+// run only with a fixed depth; greedy output never depends on the depths.
+//
+// Why greedy output is identical to plain decoding, token for token: the target must give the
+// same logits for a token whether it is evaluated alone (plain decode) or as row i of a d + 1 row
+// verify batch. On the CPU backend (ops/cpu) every op is batch-invariant in that sense:
+//   - matmuls with block-quantized or f16 weights convert each activation row on its own to the
+//     weight's vec_dot type, then compute one vec_dot per (weight row, activation row) pair, with
+//     the same code whatever the number of rows N (ops/cpu/k_matmul.cpp);
+//   - attention walks, for each query row, its visible keys 0..pos in the same fixed order and
+//     blocking whatever the number of query rows T (ops/cpu/k_attention.cpp);
+//   - every other op (norms, RoPE, SwiGLU, get_rows, KV store) works row by row.
+// The exception is F32 weights with contiguous operands: that matmul goes through Eigen's GEMM,
+// whose blocking depends on N, so a model with F32 matmul weights is invariant only up to
+// rounding and its speculative greedy output may (rarely) differ from plain greedy output. On
+// CUDA the kernels are batch-invariant up to 8 rows per batch (the MMVQ path), hence the
+// programs' default maximum depth of 7.
 #pragma once
 
 #include <functional>
 #include <span>
 #include <vector>
 
+#include "runtime/draft_policy.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
+#include "tokenizer/tokenizer.h"
 
 namespace minfer {
 
 struct SpeculativeParams {
-  int32_t n_draft = 8;      ///< max tokens drafted per step
-  int32_t n_draft_min = 1;  ///< min tokens drafted per step
-  bool adaptive = true;     ///< grow the depth after a fully accepted draft, shrink after early rejections
+  int32_t n_draft = 7;      ///< max tokens drafted per round (--draft-max), >= 1
+  int32_t n_draft_min = 0;  ///< min tokens drafted per round (--draft-min), 0 (plain decoding allowed) .. n_draft
+  bool adaptive = true;     ///< false: always draft n_draft tokens (fewer only near n_predict or n_ctx)
+  /// Tuning of the adaptive policy; its d_min and d_max are replaced by n_draft_min and n_draft.
+  DraftPolicyParams policy;
 };
 
+/// Counters over every generate() call of one SpeculativeDecoder. A round is one target verify pass.
 struct SpeculativeStats {
-  int64_t n_steps = 0;     ///< target verification passes
-  int64_t n_drafted = 0;   ///< tokens proposed by the draft
-  int64_t n_accepted = 0;  ///< drafted tokens accepted
-  double acceptance() const { return n_drafted ? static_cast<double>(n_accepted) / static_cast<double>(n_drafted) : 0; }
+  int64_t n_rounds = 0;             ///< target verify passes (the first token, from the prefill, is not one)
+  int64_t n_drafted = 0;            ///< tokens proposed by the draft
+  int64_t n_accepted = 0;           ///< drafted tokens accepted
+  std::vector<int64_t> depth_hist;  ///< depth_hist[d]: rounds that drafted d tokens
+  double draft_ms = 0;              ///< wall time of draft steps
+  double verify_ms = 0;             ///< wall time of verify passes
+
+  /// accepted / drafted (0 when nothing was drafted).
+  double acceptance_rate() const { return n_drafted ? static_cast<double>(n_accepted) / static_cast<double>(n_drafted) : 0; }
+  /// Accepted drafted tokens per round.
+  double mean_accepted_length() const { return n_rounds ? static_cast<double>(n_accepted) / static_cast<double>(n_rounds) : 0; }
+  /// Tokens committed per target pass: (accepted + rounds) / rounds (the last round may commit
+  /// fewer when a stop condition cuts it).
+  double tokens_per_verify() const {
+    return n_rounds ? static_cast<double>(n_accepted + n_rounds) / static_cast<double>(n_rounds) : 0;
+  }
+  /// Mean chosen depth: drafted / rounds.
+  double mean_draft_depth() const { return n_rounds ? static_cast<double>(n_drafted) / static_cast<double>(n_rounds) : 0; }
 };
 
 /// The verdict on one draft: how many drafted tokens are accepted and the token that follows them.
@@ -43,26 +81,43 @@ struct DraftVerdict {
 /// was drawn from. Token i is accepted with probability min(1, p[i][x] / q[i][x]); at the first
 /// rejection the next token is drawn from normalize(max(0, p[i] - q[i])); when all d are accepted
 /// it is drawn from p[d]. Random numbers come from `rng`. For one-hot (greedy) distributions this
-/// accepts exactly the drafted tokens that equal the target's argmax.
+/// accepts exactly the drafted tokens that equal the target's argmax. Throws
+/// std::invalid_argument when the counts do not match (d drafted, d q's, d + 1 p's).
 DraftVerdict verify_draft(std::span<const std::vector<float>> p, std::span<const std::vector<float>> q,
                           std::span<const int32_t> drafted, Sampler& rng);
+
+/// Checks that a model with tokenizer `draft` can draft for one with tokenizer `target`: the same
+/// number of tokens, the same text and type for every id, the same EOS id and the same
+/// end-of-generation ids. Throws std::invalid_argument naming the first difference (for a text,
+/// the id and both texts) and saying that the vocabularies differ.
+void check_draft_vocab(const tokenizer::Tokenizer& target, const tokenizer::Tokenizer& draft);
 
 class SpeculativeDecoder {
  public:
   /// `target` and `draft` must use the same vocabulary (same ids for the same tokens) and start
-  /// empty or holding the same tokens.
+  /// empty or holding the same tokens. Only the vocabulary sizes can be compared here: prefer the
+  /// overload with the tokenizers. Throws std::invalid_argument for bad params or different
+  /// vocabulary sizes.
   SpeculativeDecoder(Session& target, Session& draft, const SpeculativeParams& p = {});
+  /// Same, after check_draft_vocab(target_tok, draft_tok).
+  SpeculativeDecoder(Session& target, const tokenizer::Tokenizer& target_tok, Session& draft,
+                     const tokenizer::Tokenizer& draft_tok, const SpeculativeParams& p = {});
 
-  /// Like generate(): evaluates the prompt on both models, then decodes speculatively.
+  /// Like generate(): evaluates the prompt on both models, then decodes speculatively. `tok` is
+  /// the target's tokenizer. Throws ContextFullError when the prompt alone does not fit.
   GenerateResult generate(const tokenizer::Tokenizer& tok, Sampler& sampler, std::span<const int32_t> prompt,
                           const GenerateParams& params, const std::function<void(std::string_view)>& on_text = nullptr);
 
   const SpeculativeStats& stats() const { return stats_; }
+  const SpeculativeParams& params() const { return params_; }
+  /// The depth policy with what it has measured (fed in fixed mode too).
+  const DraftPolicy& policy() const { return policy_; }
 
  private:
   Session& target_;
   Session& draft_;
   SpeculativeParams params_;
+  DraftPolicy policy_;
   SpeculativeStats stats_;
 };
 

@@ -9,9 +9,9 @@
 #            depth 4096), qwen3-8b (pp512, pp2048, tg128), qwen2.5-0.5b Q4_K_M and Q8_0
 #   attn     decode at depths 0/1024/4096 on the 7B shape, GQA decode kernel on vs off, interleaved
 #   generate the default model greedy on CPU and CUDA (same text?), and an impossible -c on CUDA
-#   spec     speculative decoding: the fixture pair (qwen3-s Q4_K_M <- qwen3-xs Q8_0) on the 5
-#            refs.json prompts, greedy and temp 0.8, 3 rounds (each run also times plain decoding:
-#            same-run A/B); the verify-batch cost curve (vb2..vb16) on the 7B and 0.5B shapes
+#   spec     speculative decoding on the fixture pair (scripts/spec_bench.sh: each run also times
+#            plain decoding, a same-run A/B)
+#   verify   the verify-batch cost curve (minfer-bench -v 2,4,8,9,16) on the 7B and 0.5B shapes
 #   AB=1 in the environment adds bench runs with MINFER_CUDA_GRAPH=0, MINFER_CUDA_FUSED=0 and
 #   MINFER_CUDA_MMVQ_R2=1;
 #   PROF=1 adds one with MINFER_CUDA_PROFILE=1 (host vs GPU time per graph).
@@ -174,21 +174,14 @@ step_profile() {
 
 # Speculative decoding on the fixture pair, then what a verify batch of N tokens costs.
 step_spec() {
-  local fx=$MINFER_FIXTURES t0=$SECONDS rep temp i
-  python3 -c 'import json,sys
-for i, c in enumerate(json.load(open(sys.argv[1]))["cases"]): open(f"{sys.argv[2]}/prompt{i}.txt", "w").write(c["prompt"])' \
-    "$fx/qwen3-s/refs.json" "$out"
-  for rep in 1 2 3; do
-    for temp in 0 0.8; do
-      for i in 0 1 2 3 4; do
-        timeout 120 .dev/bin/minfer-speculative -m "$fx/qwen3-s/qwen3-s-Q4_K_M.gguf" -md "$fx/qwen3-xs/qwen3-xs-Q8_0.gguf" \
-          --device cuda --temp "$temp" --seed $((rep * 10 + i)) -n 256 -f "$out/prompt$i.txt" --json \
-          >"$out/spec-cuda-t$temp-p$i-r$rep.json" 2>>"$out/spec.err" || echo "spec run t$temp p$i r$rep: rc $?" >>"$out/spec.err"
-      done
-    done
-  done
-  row "speculative fixture pair (cuda)" "done" "$((SECONDS - t0)) s, $(grep -c rc "$out/spec.err") failed runs"
-  python3 scripts/spec_summary.py "$out"/spec-cuda-*.json | sed 's/^/    /' | tee -a "$summary" >/dev/null
+  local t0=$SECONDS
+  bash scripts/spec_bench.sh .dev/bin cuda "$out" >"$out/spec.md" 2>&1
+  row "speculative fixture pair (cuda)" "rc $?" "$((SECONDS - t0)) s, $(head -1 "$out/spec.md")"
+  tail -n +2 "$out/spec.md" | sed 's/^/    /' | tee -a "$summary" >/dev/null
+}
+
+# What a verify batch of N tokens costs next to a decode step (minfer-bench -v).
+step_verify() {
   make_model qwen2.5-7b-q4km --shape qwen2.5-7b && bench_args qwen2.5-7b-q4km -p 0 -n 32 -v 2,4,8,9,16 -d 0,1024
   grep -E '^\| .*(tg|vb)[0-9]' "$out/table-qwen2.5-7b-q4km.log" | sed 's/^/    /' | tee -a "$summary" >/dev/null
   make_model qwen2.5-0.5b-q4km --shape qwen2.5-0.5b && bench_args qwen2.5-0.5b-q4km -p 0 -n 32 -v 2,4,8,9,16 -d 0
@@ -206,6 +199,7 @@ for s in "${steps[@]}"; do
     generate) step_generate ;;
     attn) step_attn ;;
     spec) step_spec ;;
+    verify) step_verify ;;
     *) echo "gpu_check: unknown step '$s'" >&2; exit 2 ;;
   esac
 done

@@ -76,6 +76,8 @@ class Tokenizer {
 
   /// End of generation: eos_id(), "<|im_end|>" or "<|endoftext|>". Out-of-range ids are false.
   bool is_eog(int32_t id) const;
+  /// The ids is_eog() accepts, without duplicates, in no particular order.
+  const std::vector<int32_t>& eog_ids() const { return eog_ids_; }
 
   /// Type of a token. Throws std::out_of_range naming the id.
   TokenType token_type(int32_t id) const;

@@ -9,6 +9,7 @@
 
 #include "models/registry.h"
 #include "runtime/backends.h"
+#include "runtime/speculative.h"
 
 namespace minfer::examples {
 
@@ -48,19 +49,29 @@ std::string default_model_path() {
   return src.string();
 }
 
-Loaded load_model(const ModelArgs& a) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const std::string path = a.model.empty() ? default_model_path() : a.model;
-  if (!std::filesystem::exists(path)) throw std::runtime_error(fmt::format("model file '{}' does not exist", path));
-  Loaded l;
-  l.file = std::make_shared<const gguf::File>(path);
-  const std::string arch(l.file->get_string_or("general.architecture", ""));
+namespace {
+
+// Opens a model GGUF after checking that it exists and that its architecture is one we build.
+std::shared_ptr<const gguf::File> open_model_file(const std::string& path, std::string_view what) {
+  if (!std::filesystem::exists(path)) throw std::runtime_error(fmt::format("{} file '{}' does not exist", what, path));
+  auto file = std::make_shared<const gguf::File>(path);
+  const std::string arch(file->get_string_or("general.architecture", ""));
   const auto archs = models::architectures();
   if (std::find(archs.begin(), archs.end(), arch) == archs.end()) {
     std::string list;
     for (const auto& s : archs) list += (list.empty() ? "" : ", ") + s;
     throw std::runtime_error(fmt::format("{}: unsupported architecture '{}' (supported: {})", path, arch, list));
   }
+  return file;
+}
+
+}  // namespace
+
+Loaded load_model(const ModelArgs& a) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string path = a.model.empty() ? default_model_path() : a.model;
+  Loaded l;
+  l.file = open_model_file(path, "model");
   l.tok.emplace(tokenizer::Tokenizer::from_gguf(*l.file));
   l.backend = create_backend(a.device, a.threads);
   l.model = models::load(l.file, *l.backend);
@@ -69,6 +80,19 @@ Loaded load_model(const ModelArgs& a) {
                  a.n_ctx, l.model->hparams().n_ctx_train);
   l.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return l;
+}
+
+LoadedDraft load_draft(const std::string& path, const Loaded& target) {
+  LoadedDraft d;
+  d.file = open_model_file(path, "draft model");
+  d.tok.emplace(tokenizer::Tokenizer::from_gguf(*d.file));
+  try {
+    check_draft_vocab(*target.tok, *d.tok);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(fmt::format("draft model '{}' cannot draft for target '{}': {}", path, target.file->name(), e.what()));
+  }
+  d.model = models::load(d.file, *target.backend);
+  return d;
 }
 
 SessionParams session_params(const ModelArgs& a) {

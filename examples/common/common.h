@@ -47,6 +47,18 @@ struct Loaded {
 /// message for a missing file, a non-GGUF file or an unsupported architecture.
 Loaded load_model(const ModelArgs& a);
 
+/// A draft model for speculative decoding, on the target's backend.
+struct LoadedDraft {
+  std::shared_ptr<const gguf::File> file;
+  std::unique_ptr<Model> model;
+  std::optional<tokenizer::Tokenizer> tok;
+};
+
+/// Opens the draft GGUF at `path` like load_model, checks its vocabulary against the target's
+/// (check_draft_vocab) and loads it on target.backend. Throws std::runtime_error naming both files
+/// when the vocabularies differ.
+LoadedDraft load_draft(const std::string& path, const Loaded& target);
+
 SessionParams session_params(const ModelArgs& a);
 
 /// Runs `body`, turning exceptions into "error: <message>" on stderr and exit code 1.

@@ -9,28 +9,12 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cli_run.h"
 #include "common/test_util.h"
 #include "gguf/gguf.h"
 
 namespace minfer::test {
 namespace {
-
-struct Result {
-  int code;
-  std::string out;  // stdout and stderr together
-};
-
-Result run(const std::string& cmd) {
-  Result r{-1, {}};
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
 
 const std::string gen = MINFER_GENERATE_BIN;
 

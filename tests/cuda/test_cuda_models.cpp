@@ -137,7 +137,7 @@ TEST(CudaSpeculative, GreedyOutputIdenticalToPlainDecoding) {
   if (!tf || !df || refs.empty()) GTEST_SKIP() << "fixtures not found under " << fixtures_dir();
   auto target = models::load(tf, *gpu());
   auto draft = models::load(df, *gpu());
-  auto tok = tokenizer::Tokenizer::from_gguf(*tf);
+  auto tok = tokenizer::Tokenizer::from_gguf(*tf), dtok = tokenizer::Tokenizer::from_gguf(*df);
   SessionParams sp;
   sp.n_ctx = 512;
   SamplerParams greedy;
@@ -150,17 +150,24 @@ TEST(CudaSpeculative, GreedyOutputIdenticalToPlainDecoding) {
     Session plain(*target, *gpu(), sp);
     Sampler s1(greedy);
     const auto ref = generate(plain, tok, s1, refs[c].ids, gp);
-    Session ts(*target, *gpu(), sp), ds(*draft, *gpu(), sp);
-    SpeculativeDecoder dec(ts, ds);
-    Sampler s2(greedy);
-    const auto got = dec.generate(tok, s2, refs[c].ids, gp);
-    size_t first = 0;
-    while (first < ref.ids.size() && first < got.ids.size() && ref.ids[first] == got.ids[first]) ++first;
-    tokens += static_cast<int64_t>(ref.ids.size());
-    if (first < ref.ids.size() || got.ids.size() != ref.ids.size()) ++flips;
-    std::printf("[ cuda spec ] prompt %zu: %zu tokens, identical prefix %zu, acceptance %.1f%%, %lld verify passes\n", c,
-                got.ids.size(), first, 100 * dec.stats().acceptance(), static_cast<long long>(dec.stats().n_steps));
-    EXPECT_EQ(got.ids, ref.ids) << "prompt " << c << " diverges at token " << first;
+    // Fixed depth 7 puts every verify batch size 2..8 through the kernels; adaptive is what users run.
+    for (bool adaptive : {false, true}) {
+      Session ts(*target, *gpu(), sp), ds(*draft, *gpu(), sp);
+      SpeculativeParams spp;
+      spp.n_draft = 7;
+      spp.adaptive = adaptive;
+      SpeculativeDecoder dec(ts, tok, ds, dtok, spp);
+      Sampler s2(greedy);
+      const auto got = dec.generate(tok, s2, refs[c].ids, gp);
+      size_t first = 0;
+      while (first < ref.ids.size() && first < got.ids.size() && ref.ids[first] == got.ids[first]) ++first;
+      tokens += static_cast<int64_t>(ref.ids.size());
+      if (first < ref.ids.size() || got.ids.size() != ref.ids.size()) ++flips;
+      std::printf("[ cuda spec ] prompt %zu %s: %zu tokens, identical prefix %zu, acceptance %.1f%%, %lld verify passes\n", c,
+                  adaptive ? "adaptive" : "depth 7", got.ids.size(), first, 100 * dec.stats().acceptance_rate(),
+                  static_cast<long long>(dec.stats().n_rounds));
+      EXPECT_EQ(got.ids, ref.ids) << "prompt " << c << (adaptive ? " adaptive" : " depth 7") << " diverges at token " << first;
+    }
   }
   std::printf("[ cuda spec ] %lld tokens, %lld divergences\n", static_cast<long long>(tokens), static_cast<long long>(flips));
 }

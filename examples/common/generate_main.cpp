@@ -1,0 +1,243 @@
+#include "common/generate_main.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/common.h"
+#include "runtime/generate.h"
+#include "runtime/speculative.h"
+#include "tokenizer/chat.h"
+
+namespace minfer::examples {
+namespace {
+
+nlohmann::json timings_json(const GenerateResult& r) {
+  return {{"prefill_tokens", r.n_prompt_eval}, {"prefill_ms", r.prefill_ms}, {"prefill_tok_s", r.prefill_tok_s()},
+          {"decode_tokens", r.ids.size() > 0 ? r.ids.size() - 1 : 0}, {"decode_ms", r.decode_ms},
+          {"decode_tok_s", r.decode_tok_s()}};
+}
+
+std::string depth_hist_text(const SpeculativeStats& st) {
+  std::string s;
+  for (size_t d = 0; d < st.depth_hist.size(); ++d)
+    if (st.depth_hist[d] > 0) s += fmt::format("{}{}:{}", s.empty() ? "" : " ", d, st.depth_hist[d]);
+  return s;
+}
+
+// The first index where a and b differ (the shorter length when one is a prefix of the other).
+size_t first_difference(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  size_t i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+  return i;
+}
+
+}  // namespace
+
+int generate_main(int argc, char** argv, const GenerateProgram& program) {
+  return run_main([&] {
+    // CLI11 reads "-md" as "-m d": turn llama.cpp's spelling into the long option first.
+    std::vector<std::string> args(argv, argv + argc);
+    for (size_t i = 1; i < args.size(); ++i) {
+      if (args[i] == "-md") args[i] = "--md";
+      else if (args[i].rfind("-md=", 0) == 0) args[i] = "--md=" + args[i].substr(4);
+    }
+    std::vector<char*> av;
+    for (auto& a : args) av.push_back(a.data());
+
+    CLI::App app{program.description, program.name};
+    ModelArgs margs;
+    SamplerParams sp;
+    SpeculativeParams spec;
+    std::string prompt = "def fibonacci(n):\n    ", prompt_file, system, draft_path;
+    int n_predict = 128;
+    bool chat = false, no_think = false, json = false, no_show_prompt = false, no_adaptive = false, no_baseline = false,
+         compare = false;
+    std::vector<std::string> stop;
+    add_model_flags(app, margs);
+    add_sampling_flags(app, sp);
+    app.add_option("-p,--prompt", prompt, "prompt text");
+    app.add_option("-f,--file", prompt_file, "read the prompt from a file (instead of -p)");
+    app.add_option("-n,--n-predict", n_predict, "tokens to generate (-1: until end of text or context)")
+        ->check(CLI::Range(-1, 1 << 30));
+    app.add_flag("--chat", chat, "wrap the prompt as a ChatML user turn (the model's chat format)");
+    app.add_option("--system", system, "system message for --chat");
+    app.add_flag("--no-think", no_think, "Qwen3 chat: disable thinking (empty think block)");
+    app.add_option("--stop", stop, "stop string (repeatable)");
+    app.add_flag("--json", json, "print one JSON object (prompt_ids, ids, text, timings) instead of streaming");
+    app.add_flag("--no-show-prompt", no_show_prompt, "do not echo the prompt before the completion");
+    auto* draft_opt = app.add_option(program.draft_required ? "--md,--model-draft,--draft" : "--draft,--md,--model-draft",
+                                     draft_path, "draft model GGUF for speculative decoding (same vocabulary as -m); also -md");
+    if (program.draft_required) draft_opt->required();
+    app.add_option("--draft-max", spec.n_draft,
+                   "max tokens drafted per round (above 7 the CUDA verify batch leaves the batch-invariant kernels, "
+                   "so greedy output may stop matching plain decoding)")
+        ->check(CLI::Range(1, 64));
+    app.add_option("--draft-min", spec.n_draft_min, "min tokens drafted per round (0: plain decoding when drafting does not pay)")
+        ->check(CLI::Range(0, 64));
+    app.add_flag("--no-adaptive", no_adaptive, "always draft --draft-max tokens (default: choose each round from the "
+                                               "acceptance and the measured draft/verify times; a seed reproduces "
+                                               "sampled output only with --no-adaptive)");
+    app.add_flag("--no-baseline", no_baseline, "with a draft: skip the plain-decoding run that measures the speedup");
+    app.add_flag("--compare", compare, "(the baseline run is now the default)")->group("");
+    CLI11_PARSE(app, static_cast<int>(av.size()), av.data());
+    spec.adaptive = !no_adaptive;
+    const bool speculative = !draft_path.empty();
+    if (spec.n_draft_min > spec.n_draft)
+      throw std::invalid_argument(fmt::format("--draft-min ({}) must not exceed --draft-max ({})", spec.n_draft_min, spec.n_draft));
+
+    if (!prompt_file.empty()) {
+      std::ifstream in(prompt_file);
+      if (!in) throw std::runtime_error(fmt::format("cannot read prompt file '{}'", prompt_file));
+      std::stringstream ss;
+      ss << in.rdbuf();
+      prompt = ss.str();
+    }
+    auto L = load_model(margs);
+    std::optional<LoadedDraft> D;
+    if (speculative) D.emplace(load_draft(draft_path, L));
+    const auto& tok = *L.tok;
+    std::string text = prompt;
+    if (chat) {
+      std::vector<tokenizer::ChatMessage> msgs;
+      if (!system.empty()) msgs.push_back({"system", system});
+      msgs.push_back({"user", prompt});
+      auto opts = tokenizer::chat_options_for(L.model->hparams().arch, L.file->get_string_or("tokenizer.chat_template", ""));
+      opts.enable_thinking = !no_think;
+      text = tokenizer::format_chatml(msgs, true, opts);
+    }
+    auto ids = tok.encode(text, /*parse_special=*/chat, tok.add_bos_default());
+    const SessionParams sparams = session_params(margs);
+    const int32_t n_ctx = Session::resolve_n_ctx(*L.model, sparams);
+    if (static_cast<int64_t>(ids.size()) > n_ctx)
+      throw ContextFullError(fmt::format("the prompt has {} tokens but the context holds {} (n_ctx); use -c to raise it",
+                                         ids.size(), n_ctx));
+    Sampler sampler(sp);
+    GenerateParams gp;
+    gp.n_predict = n_predict;
+    gp.stop = stop;
+    if (!json) {
+      const auto& h = L.model->hparams();
+      std::fprintf(stderr, "model: %s (%s, %d layers, n_embd %d) on %s, n_ctx %d, seed %llu\n", L.file->name().c_str(),
+                   h.arch.c_str(), h.n_layer, h.n_embd, std::string(L.backend->name()).c_str(), n_ctx,
+                   static_cast<unsigned long long>(sampler.seed()));
+      if (D) {
+        const auto& dh = D->model->hparams();
+        std::fprintf(stderr, "draft: %s (%s, %d layers, n_embd %d), depth %d..%d, %s\n", D->file->name().c_str(),
+                     dh.arch.c_str(), dh.n_layer, dh.n_embd, spec.n_draft_min, spec.n_draft,
+                     spec.adaptive ? "adaptive" : "fixed");
+      }
+      if (!no_show_prompt) std::fputs(text.c_str(), stdout);
+      std::fflush(stdout);
+    }
+    auto sink = [&](std::string_view s) {
+      if (json) return;
+      std::fwrite(s.data(), 1, s.size(), stdout);
+      std::fflush(stdout);
+    };
+
+    GenerateResult r;
+    SpeculativeStats st;
+    if (!D) {
+      Session session(*L.model, *L.backend, sparams);
+      r = generate(session, tok, sampler, ids, gp, sink);
+    } else {
+      Session target_s(*L.model, *L.backend, sparams);
+      SessionParams dsp = sparams;
+      dsp.n_ctx = target_s.n_ctx();  // the draft follows the target's sequence
+      Session draft_s(*D->model, *L.backend, dsp);
+      SpeculativeDecoder dec(target_s, draft_s, spec);  // load_draft checked the vocabularies
+      r = dec.generate(tok, sampler, ids, gp, sink);
+      st = dec.stats();
+    }  // the speculative sessions are freed before the baseline's
+
+    std::optional<GenerateResult> base;
+    if (D && !no_baseline) {
+      Session plain(*L.model, *L.backend, sparams);
+      SamplerParams bsp = sp;
+      bsp.seed = sampler.seed();
+      Sampler bs(bsp);
+      base = generate(plain, tok, bs, ids, gp);
+    }
+    const bool greedy = sampler.greedy();
+    // Ratio of decode speeds; 0 when there is no baseline or no decode step to time.
+    const double speedup =
+        base && base->decode_tok_s() > 0 && r.decode_tok_s() > 0 ? r.decode_tok_s() / base->decode_tok_s() : 0.0;
+
+    if (json) {
+      nlohmann::json j;
+      j["prompt_ids"] = r.prompt_ids;
+      j["ids"] = r.ids;
+      j["text"] = r.text;
+      j["stop_reason"] = r.stop_reason;
+      j["device"] = std::string(L.backend->name());
+      j["seed"] = sampler.seed();
+      j["timings"] = timings_json(r);
+      if (D) {
+        j["speculative"] = {{"draft", D->file->name()},
+                            {"draft_name", D->model->hparams().name},
+                            {"draft_min", spec.n_draft_min},
+                            {"draft_max", spec.n_draft},
+                            {"adaptive", spec.adaptive},
+                            {"rounds", st.n_rounds},
+                            {"drafted", st.n_drafted},
+                            {"accepted", st.n_accepted},
+                            {"acceptance_rate", st.acceptance_rate()},
+                            {"mean_accepted_length", st.mean_accepted_length()},
+                            {"tokens_per_verify", st.tokens_per_verify()},
+                            {"mean_draft_depth", st.mean_draft_depth()},
+                            {"depth_hist", st.depth_hist},
+                            {"draft_ms", st.draft_ms},
+                            {"verify_ms", st.verify_ms}};
+        if (base) {
+          j["baseline"] = {{"ids", base->ids},
+                           {"decode_ms", base->decode_ms},
+                           {"decode_tok_s", base->decode_tok_s()},
+                           {"ids_identical", greedy ? nlohmann::json(base->ids == r.ids) : nlohmann::json(nullptr)}};
+        } else {
+          j["baseline"] = nullptr;
+        }
+        j["speedup"] = speedup > 0 ? nlohmann::json(speedup) : nlohmann::json(nullptr);
+      }
+      std::puts(j.dump().c_str());
+      return 0;
+    }
+    std::printf("\n");
+    std::fflush(stdout);  // the stats lines on stderr must come after the text
+    if (r.stop_reason == "context")
+      std::fprintf(stderr, "[context full: n_ctx = %d reached after %zu generated tokens; use -c to raise it]\n", n_ctx,
+                   r.ids.size());
+    std::fprintf(stderr, "prefill: %d tokens in %.1f ms, %.1f tok/s | decode: %zu tokens in %.1f ms, %.1f tok/s | stop: %s\n",
+                 r.n_prompt_eval, r.prefill_ms, r.prefill_tok_s(), r.ids.size() > 0 ? r.ids.size() - 1 : 0, r.decode_ms,
+                 r.decode_tok_s(), r.stop_reason.c_str());
+    if (D) {
+      std::fprintf(stderr,
+                   "speculative: %lld rounds, %lld drafted, %lld accepted | acceptance rate %.1f%% | mean accepted length %.2f | "
+                   "%.2f tokens per verify | mean draft depth %.2f (rounds by depth %s)\n",
+                   static_cast<long long>(st.n_rounds), static_cast<long long>(st.n_drafted),
+                   static_cast<long long>(st.n_accepted), 100 * st.acceptance_rate(), st.mean_accepted_length(),
+                   st.tokens_per_verify(), st.mean_draft_depth(), depth_hist_text(st).c_str());
+      if (base) {
+        std::string same;
+        if (greedy) {
+          same = base->ids == r.ids
+                     ? " | greedy ids identical"
+                     : fmt::format(" | GREEDY IDS DIFFER from token {}", first_difference(base->ids, r.ids));
+        }
+        const std::string sx = speedup > 0 ? fmt::format("{:.2f}x", speedup) : std::string("n/a");
+        std::fprintf(stderr, "plain decoding (same run): %zu tokens in %.1f ms, %.1f tok/s | speedup %s%s\n",
+                     base->ids.size() > 0 ? base->ids.size() - 1 : 0, base->decode_ms, base->decode_tok_s(), sx.c_str(),
+                     same.c_str());
+      }
+    }
+    return 0;
+  });
+}
+
+}  // namespace minfer::examples
