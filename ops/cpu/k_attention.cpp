@@ -121,7 +121,10 @@ void k_attention(KernelContext& kc, Tensor& dst) {
   const bool blocked = impl != ops::AttentionImpl::NAIVE;
   const int64_t n_chunks = (T + kQueryChunk - 1) / kQueryChunk;
   kc.pool.parallel_for(n_head_kv * n_chunks, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<float> K, V, qv(static_cast<size_t>(d)), scratch;
+    // Per-thread buffers that outlive the call: K/V widened for a long past are hundreds of KiB,
+    // and allocating them per call made glibc map, zero and unmap fresh pages every token.
+    thread_local std::vector<float> K, V, qv, scratch;
+    qv.resize(static_cast<size_t>(d));
     for (int64_t job = lo; job < hi; ++job) {
       const int64_t hkv = job % n_head_kv, c = job / n_head_kv;
       const int64_t t0 = c * kQueryChunk, t1 = std::min(T, t0 + kQueryChunk);

@@ -51,7 +51,11 @@ void k_mul_mat(KernelContext& kc, Tensor& dst) {
   // Convert the activations once.
   const DType vt = vec_dot_type(a.type);
   const size_t act_row = dtype_row_size(vt, K);
-  std::vector<uint8_t> act(static_cast<size_t>(N * B2 * B3) * act_row);
+  // Kept per calling thread across calls (grown, never shrunk): no allocation per matmul. The
+  // workers reach it through act_buf: inside the lambdas `act` would name their own thread_local.
+  thread_local std::vector<uint8_t> act;
+  act.resize(static_cast<size_t>(N * B2 * B3) * act_row);
+  uint8_t* const act_buf = act.data();
   kc.pool.parallel_for(N * B2 * B3, 4, [&](int64_t lo, int64_t hi) {
     std::vector<float> tmp(static_cast<size_t>(K));
     for (int64_t r = lo; r < hi; ++r) {
@@ -64,7 +68,7 @@ void k_mul_mat(KernelContext& kc, Tensor& dst) {
         for (int64_t k = 0; k < K; ++k) tmp[static_cast<size_t>(k)] = load_f(b, row, k);
         src = tmp.data();
       }
-      quantize_row_activations(vt, src, act.data() + static_cast<size_t>(r) * act_row, K);
+      quantize_row_activations(vt, src, act_buf + static_cast<size_t>(r) * act_row, K);
     }
   });
 
@@ -84,7 +88,7 @@ void k_mul_mat(KernelContext& kc, Tensor& dst) {
         for (int64_t m = m0; m < m1; ++m) {
           const void* wrow = row_ptr(a, m, i2 / r2, i3 / r3);
           for (int64_t n = n0; n < n1; ++n) {
-            const uint8_t* arow = act.data() + static_cast<size_t>(n + N * (i2 + B2 * i3)) * act_row;
+            const uint8_t* arow = act_buf + static_cast<size_t>(n + N * (i2 + B2 * i3)) * act_row;
             reinterpret_cast<float*>(row_ptr(dst, n, i2, i3))[m] = dot(K, wrow, arow);
           }
         }
