@@ -31,12 +31,17 @@ double DraftPolicy::alpha() const {
   return (p_.prior_alpha * p_.prior_weight + acc_) / (p_.prior_weight + acc_ + rej_);
 }
 
-double DraftPolicy::expected_tokens(int32_t d) const {
-  const double a = alpha();
-  // 1 + a + ... + a^d; the closed form loses precision as a -> 1.
+namespace {
+
+// 1 + a + ... + a^d; the closed form loses precision as a -> 1.
+double tokens_at(double a, int32_t d) {
   if (1 - a < 1e-9) return d + 1.0;
   return (1 - std::pow(a, d + 1)) / (1 - a);
 }
+
+}  // namespace
+
+double DraftPolicy::expected_tokens(int32_t d) const { return tokens_at(alpha(), d); }
 
 double DraftPolicy::verify_seconds(int32_t n) const {
   const auto N = static_cast<int32_t>(t_verify_.size());
@@ -50,9 +55,21 @@ double DraftPolicy::verify_seconds(int32_t n) const {
   return std::max(lo, hi);
 }
 
-double DraftPolicy::expected_rate(int32_t d) const {
+double DraftPolicy::rate_at(double a, int32_t d) const {
   const double cost = d * draft_step_seconds() + verify_seconds(d + 1);
-  return cost > 0 ? expected_tokens(d) / cost : 0;
+  return cost > 0 ? tokens_at(a, d) / cost : 0;
+}
+
+double DraftPolicy::expected_rate(int32_t d) const { return rate_at(alpha(), d); }
+
+bool DraftPolicy::probe_could_pay() const {
+  if (draft_step_seconds() <= 0) return true;  // the draft was never timed: only a probe can tell
+  const double n = p_.prior_weight + acc_ + rej_, m = alpha();
+  const double a_hi = std::min(0.999, m + 2 * std::sqrt(m * (1 - m) / (n + 1)));
+  const double plain = rate_at(m, 0);
+  for (int32_t d = std::max(1, p_.d_min); d <= p_.d_max; ++d)
+    if (rate_at(a_hi, d) > plain) return true;
+  return false;
 }
 
 int32_t DraftPolicy::choose() {
@@ -72,7 +89,10 @@ int32_t DraftPolicy::choose() {
     if (++zero_streak_ > probe_interval_) {
       zero_streak_ = 0;
       probe_interval_ = std::min(p_.probe_max, 2 * probe_interval_);  // reset below if the probe pays
-      return probe;
+      if (probe_could_pay()) return probe;
+      // Skipped: the evidence ages instead, so the bound widens and a later probe may come.
+      acc_ *= p_.forget;
+      rej_ *= p_.forget;
     }
   } else {
     zero_streak_ = 0;

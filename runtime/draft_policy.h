@@ -30,9 +30,13 @@
 //
 // Plain decoding reveals nothing about alpha, so after `probe_every` consecutive choices of 0 the
 // next choice is max(1, d_min) (a probe) whatever the model says. A probe is not cheap (the draft
-// first catches up on every token committed since it last ran), so while probes keep failing to
-// bring the depth back the interval doubles, up to probe_max; it returns to probe_every as soon
-// as the model itself chooses d > 0.
+// first catches up on every token committed since it last ran: draft prefill for each of them),
+// so while probes keep failing to bring the depth back the interval doubles, up to probe_max; it
+// returns to probe_every as soon as the model itself chooses d > 0. A probe is also skipped when
+// even an optimistic acceptance, the posterior mean plus two posterior standard deviations,
+// would not make any depth >= 1 beat plain decoding at the measured costs (a draft nearly as slow
+// as the target): then no probe can pay, and its catch-up would be pure loss. A skipped probe ages
+// the evidence by `forget` instead, so the bound widens over time.
 //
 // The class does no timing itself: callers time their own draft steps and verify passes and report
 // them (seconds, any monotonic clock). Not thread-safe.
@@ -92,6 +96,9 @@ class DraftPolicy {
   const DraftPolicyParams& params() const { return p_; }
 
  private:
+  double rate_at(double a, int32_t d) const;  // expected_rate with acceptance a
+  bool probe_could_pay() const;
+
   DraftPolicyParams p_;
   double acc_ = 0, rej_ = 0;     // decayed accepted / rejected trial counts
   double t_draft_ = 0;           // <= 0: unmeasured

@@ -43,6 +43,8 @@ DraftVerdict verify_draft(std::span<const std::vector<float>> p, std::span<const
 
 namespace {
 
+constexpr size_t kCatchUpChunk = 16;  // the draft's catch-up batch (see generate())
+
 DraftPolicyParams policy_params(const SpeculativeParams& p) {
   if (p.n_draft < 1 || p.n_draft_min < 0 || p.n_draft_min > p.n_draft)
     throw std::invalid_argument(
@@ -163,14 +165,15 @@ GenerateResult SpeculativeDecoder::generate(const tokenizer::Tokenizer& tok, Sam
     Sampler dsamp = sampler;
     {
       // After plain-decoding rounds the draft is behind by many tokens. It catches up in chunks of
-      // power-of-two sizes, largest first: a Session keeps one graph per shape, so the few chunk
-      // shapes are built once and reused by every later catch-up instead of a new shape (a graph
-      // build, and on CUDA an uncaptured run) each time.
+      // kCatchUpChunk tokens, then power-of-two remainders: a Session keeps one graph per shape,
+      // so these five shapes are built (and on CUDA captured) once and replayed by every later
+      // catch-up, where one batch of the whole backlog would be a new shape (a graph build and an
+      // uncaptured run, ~2 ms on the H200) at every probe.
       if (draft_pending.size() > 1) {
         const auto tc = Clock::now();
         std::span<const int32_t> rest(draft_pending);
         while (!rest.empty()) {
-          const size_t n = std::bit_floor(rest.size());
+          const size_t n = std::min(kCatchUpChunk, std::bit_floor(rest.size()));
           draft_.eval(rest.first(n));
           rest = rest.subspan(n);
         }

@@ -234,8 +234,9 @@ TEST(SpeculativeDraftPolicy, ProbesBackOffWhileTheyFail) {
   p.probe_max = 32;
   DraftPolicy pol(p);
   std::mt19937_64 g(5);
-  // A draft as slow as the target: d = 0 is right whatever alpha is, so every probe fails.
-  const World w{0.5, 1e-3, 1e-3, 0.0};
+  // A cheap draft that is nearly always wrong: d = 0 is right, every probe fails, but an
+  // optimistic acceptance would pay, so the probes go on at a doubling interval.
+  const World w{0.03, 0.1e-3, 1e-3, 0.0};
   const auto c = simulate(pol, w, 400, g);
   std::vector<int> runs;  // lengths of the runs of zeros between probes
   int run = 0;
@@ -253,6 +254,21 @@ TEST(SpeculativeDraftPolicy, ProbesBackOffWhileTheyFail) {
   while (i < runs.size() && runs[i] != 4 && runs[i] != 8) ++i;
   ASSERT_LT(i + 3, runs.size());
   for (int want = runs[i]; i < runs.size(); ++i, want = std::min(32, 2 * want)) EXPECT_EQ(runs[i], want) << "run " << i;
+}
+
+TEST(SpeculativeDraftPolicy, NoProbesWhenNoAcceptanceCouldPay) {
+  DraftPolicyParams p;
+  p.d_max = 7;
+  p.probe_every = 4;
+  DraftPolicy pol(p);
+  std::mt19937_64 g(6);
+  // A draft step as slow as a verify pass: even alpha = 1 only ties plain decoding at d = 1.
+  const World w{0.6, 1e-3, 1e-3, 0.0};
+  const auto c = simulate(pol, w, 400, g);
+  int late = 0;
+  for (size_t i = 40; i < c.size(); ++i) late += c[i] != 0;
+  EXPECT_EQ(late, 0) << "probes after the costs were known";
+  EXPECT_EQ(c.back(), 0);
 }
 
 TEST(SpeculativeDraftPolicy, NeverLeavesItsRange) {
