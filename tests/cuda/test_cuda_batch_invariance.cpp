@@ -17,12 +17,12 @@
 namespace minfer::test {
 namespace {
 
-// A deterministic N(0, sd) value for (stream, row, element): the same for every graph that
-// holds that row.
-float value_at(uint64_t stream, int64_t row, int64_t i, float sd) {
-  std::mt19937_64 g(stream * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(row) * 0xBF58476D1CE4E5B9ull ^
-                    static_cast<uint64_t>(i));
-  return std::normal_distribution<float>(0.0f, sd)(g);
+// Deterministic N(0, sd) values for row `row` of a stream: the same for every graph that holds
+// that row (one generator per row, seeded by (stream, row)).
+void row_values(uint64_t stream, int64_t row, float sd, std::vector<float>& out) {
+  std::mt19937_64 g(stream * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(row) * 0xBF58476D1CE4E5B9ull);
+  std::normal_distribution<float> nd(0.0f, sd);
+  for (auto& x : out) x = nd(g);
 }
 
 // Fills leaf rows [row0, row0 + nrows) of the stream named by the leaf (its first letter).
@@ -31,7 +31,7 @@ void fill_rows(Tensor& leaf, int64_t row0, float sd) {
   const int64_t k = leaf.ne[0];
   std::vector<float> v(static_cast<size_t>(k));
   for (int64_t r = 0; r < leaf.nrows(); ++r) {
-    for (int64_t i = 0; i < k; ++i) v[static_cast<size_t>(i)] = value_at(stream, row0 + r, i, sd);
+    row_values(stream, row0 + r, sd, v);
     quantize_row(leaf.type, v.data(), static_cast<char*>(leaf.data) + r * leaf.row_size(), k);
   }
 }
@@ -81,7 +81,7 @@ void check_attention_rows(const AttnShape& s) {
         std::vector<float> v(static_cast<size_t>(s.d));
         for (int64_t t = 0; t < n; ++t)
           for (int64_t h = 0; h < s.n_head; ++h) {
-            for (int64_t i = 0; i < s.d; ++i) v[static_cast<size_t>(i)] = value_at(stream, (t0 + t) * s.n_head + h, i, 1.0f);
+            row_values(stream, (t0 + t) * s.n_head + h, 1.0f, v);
             std::memcpy(static_cast<float*>(leaf.data) + (t * s.n_head + h) * s.d, v.data(), v.size() * 4);
           }
         return;
