@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <stdexcept>
 #include <string>
 
 #include "runtime/token_sink.h"
@@ -46,6 +47,8 @@ namespace {
 constexpr size_t kCatchUpChunk = 16;  // the draft's catch-up batch (see generate())
 
 DraftPolicyParams policy_params(const SpeculativeParams& p) {
+  if (p.catch_up_window < 0)
+    throw std::invalid_argument(fmt::format("speculative: catch_up_window ({}) must be >= 0", p.catch_up_window));
   if (p.n_draft < 1 || p.n_draft_min < 0 || p.n_draft_min > p.n_draft)
     throw std::invalid_argument(
         fmt::format("speculative: need 0 <= n_draft_min ({}) <= n_draft ({}) and n_draft >= 1", p.n_draft_min, p.n_draft));
@@ -120,6 +123,7 @@ GenerateResult SpeculativeDecoder::generate(const tokenizer::Tokenizer& tok, Sam
   // round; committed tokens it has not evaluated yet wait in draft_pending.
   draft_.eval(prompt);
   std::vector<int32_t> draft_pending;
+  int32_t draft_gap = 0;  // committed tokens the draft never saw (see the catch-up below)
   r.n_prompt_eval = static_cast<int32_t>(prompt.size());
   r.prefill_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 
@@ -169,6 +173,17 @@ GenerateResult SpeculativeDecoder::generate(const tokenizer::Tokenizer& tok, Sam
       // so these five shapes are built (and on CUDA captured) once and replayed by every later
       // catch-up, where one batch of the whole backlog would be a new shape (a graph build and an
       // uncaptured run, ~2 ms on the H200) at every probe.
+      // Only the newest catch_up_window tokens are fed: after a long plain-decoding stretch the
+      // draft continues with a hole in its context (its positions then trail the target's by
+      // draft_gap). Output never depends on the draft, only acceptance does, and a small draft
+      // predicts from the recent tokens anyway; a full catch-up would cost draft prefill for
+      // every skipped token at every probe.
+      const auto window = static_cast<size_t>(params_.catch_up_window);
+      if (draft_pending.size() > window) {
+        const size_t drop = draft_pending.size() - window;
+        draft_gap += static_cast<int32_t>(drop);
+        draft_pending.erase(draft_pending.begin(), draft_pending.begin() + static_cast<std::ptrdiff_t>(drop));
+      }
       if (draft_pending.size() > 1) {
         const auto tc = Clock::now();
         std::span<const int32_t> rest(draft_pending);
@@ -239,8 +254,13 @@ GenerateResult SpeculativeDecoder::generate(const tokenizer::Tokenizer& tok, Sam
     // (all but the last drafted token) and queues the rest.
     target_.rollback(committed + v.n_accepted);
     const int32_t keep = std::min(v.n_accepted, d - 1);
-    draft_.rollback(committed + keep);
+    draft_.rollback(committed - draft_gap + keep);
     draft_pending.assign(drafted.begin() + keep, drafted.begin() + v.n_accepted);
+    // The draft holds the target's tokens but the skipped and the pending ones: cheap to check,
+    // and a mistake here would only show as lower acceptance, never in the output.
+    if (draft_.n_past() + draft_gap + static_cast<int32_t>(draft_pending.size()) != target_.n_past())
+      throw std::logic_error(fmt::format("speculative: draft at {} + {} skipped + {} pending != target at {}",
+                                         draft_.n_past(), draft_gap, draft_pending.size(), target_.n_past()));
     for (int32_t i = 0; i < v.n_accepted && go; ++i) go = sink.push(drafted[static_cast<size_t>(i)]);
     if (go) go = sink.push(v.next);
     last = v.next;

@@ -44,6 +44,10 @@ struct SpeculativeParams {
   int32_t n_draft = 7;      ///< max tokens drafted per round (--draft-max), >= 1
   int32_t n_draft_min = 0;  ///< min tokens drafted per round (--draft-min), 0 (plain decoding allowed) .. n_draft
   bool adaptive = true;     ///< false: always draft n_draft tokens (fewer only near n_predict or n_ctx)
+  /// A draft that fell behind (plain-decoding rounds) is fed at most this many of the newest
+  /// committed tokens; older ones are skipped, leaving a hole in its context. Acceptance may drop
+  /// a little; output does not change (the target decides). >= 0.
+  int32_t catch_up_window = 32;
   /// Tuning of the adaptive policy; its d_min and d_max are replaced by n_draft_min and n_draft.
   DraftPolicyParams policy;
 };

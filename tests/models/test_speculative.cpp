@@ -90,6 +90,43 @@ TEST(SpeculativeGreedy, IdenticalToPlainGreedyOnTheReferencePrompts) {
   EXPECT_GT(accepted, 0) << "the draft is a smaller model of the same text: some drafts must be accepted";
 }
 
+TEST(SpeculativeGreedy, ADraftWithHolesInItsContextChangesNothingButAcceptance) {
+  // catch_up_window 0: every committed token the draft has not evaluated is skipped, so its
+  // context fills with holes and its positions trail the target's. The output must not change.
+  auto tf = open_fixture(kTarget), df = open_fixture(kDraft);
+  const auto refs = load_refs("qwen3-s");
+  if (!tf || !df || refs.empty()) GTEST_SKIP() << "fixtures not found under " << fixtures_dir();
+  CpuBackend cpu(2);
+  auto target = models::load(tf, cpu);
+  auto draft = models::load(df, cpu);
+  const auto tok = tokenizer::Tokenizer::from_gguf(*tf);
+  SessionParams sp;
+  sp.n_ctx = 256;
+  GenerateParams gp;
+  gp.n_predict = 64;
+  gp.stop_at_eog = false;
+  for (size_t c : {size_t{0}, size_t{1}}) {
+    Session plain(*target, cpu, sp);
+    Sampler s1(greedy_params());
+    const auto ref = generate(plain, tok, s1, refs[c].ids, gp);
+    Session ts(*target, cpu, sp), ds(*draft, cpu, sp);
+    SpeculativeParams spp;
+    spp.adaptive = false;
+    spp.n_draft = 3;
+    spp.catch_up_window = 0;
+    SpeculativeDecoder dec(ts, tok, ds, tok, spp);
+    Sampler s2(greedy_params());
+    const auto got = dec.generate(tok, s2, refs[c].ids, gp);
+    EXPECT_EQ(got.ids, ref.ids) << "prompt " << c;
+    EXPECT_EQ(ts.n_past(), static_cast<int32_t>(refs[c].ids.size() + got.ids.size() - 1));
+    // A fully accepted round leaves its last draft unevaluated by the draft: with window 0 it is
+    // skipped for good, so the draft trails the target by one position per such round.
+    EXPECT_LE(ds.n_past(), ts.n_past());
+    std::printf("[ spec ] window 0, prompt %zu: draft %d positions behind the target, acceptance %.1f%%\n", c,
+                ts.n_past() - ds.n_past(), 100 * dec.stats().acceptance_rate());
+  }
+}
+
 TEST(SpeculativeGreedy, SelfDraftAcceptsEveryDraft) {
   const char* path = "qwen3-xs/qwen3-xs-f16.gguf";
   auto f = open_fixture(path);
