@@ -49,7 +49,7 @@ namespace minfer {
 
 struct DraftPolicyParams {
   int32_t d_min = 0;           ///< smallest depth choose() returns (0: plain decoding allowed)
-  int32_t d_max = 7;           ///< largest depth choose() returns
+  int32_t d_max = 15;          ///< largest depth choose() returns
   double prior_alpha = 0.5;    ///< prior mean of the per-token acceptance probability, in (0, 1)
   double prior_weight = 2.0;   ///< prior strength in pseudo-trials, > 0
   double forget = 0.95;        ///< evidence kept per observed round, in (0, 1]

@@ -11,7 +11,7 @@
 #   generate the default model greedy on CPU and CUDA (same text?), and an impossible -c on CUDA
 #   spec     speculative decoding on the fixture pair (scripts/spec_bench.sh: each run also times
 #            plain decoding, a same-run A/B)
-#   verify   the verify-batch cost curve (minfer-bench -v 2,4,8,9,16) on the 7B and 0.5B shapes
+#   verify   the verify-batch cost curve (minfer-bench -v 2,4,8,16,17) on the 7B and 0.5B shapes
 #   AB=1 in the environment adds bench runs with MINFER_CUDA_GRAPH=0, MINFER_CUDA_FUSED=0 and
 #   MINFER_CUDA_MMVQ_R2=1;
 #   PROF=1 adds one with MINFER_CUDA_PROFILE=1 (host vs GPU time per graph).
@@ -182,9 +182,9 @@ step_spec() {
 
 # What a verify batch of N tokens costs next to a decode step (minfer-bench -v).
 step_verify() {
-  make_model qwen2.5-7b-q4km --shape qwen2.5-7b && bench_args qwen2.5-7b-q4km -p 0 -n 32 -v 2,4,8,9,16 -d 0,1024
+  make_model qwen2.5-7b-q4km --shape qwen2.5-7b && bench_args qwen2.5-7b-q4km -p 0 -n 32 -v 2,4,8,16,17 -d 0,1024
   grep -E '^\| .*(tg|vb)[0-9]' "$out/table-qwen2.5-7b-q4km.log" | sed 's/^/    /' | tee -a "$summary" >/dev/null
-  make_model qwen2.5-0.5b-q4km --shape qwen2.5-0.5b && bench_args qwen2.5-0.5b-q4km -p 0 -n 32 -v 2,4,8,9,16 -d 0
+  make_model qwen2.5-0.5b-q4km --shape qwen2.5-0.5b && bench_args qwen2.5-0.5b-q4km -p 0 -n 32 -v 2,4,8,16,17 -d 0
   grep -E '^\| .*(tg|vb)[0-9]' "$out/table-qwen2.5-0.5b-q4km.log" | sed 's/^/    /' | tee -a "$summary" >/dev/null
 }
 

@@ -76,7 +76,7 @@ int generate_main(int argc, char** argv, const GenerateProgram& program) {
                                      draft_path, "draft model GGUF for speculative decoding (same vocabulary as -m); also -md");
     if (program.draft_required) draft_opt->required();
     app.add_option("--draft-max", spec.n_draft,
-                   "max tokens drafted per round (above 7 the CUDA verify batch leaves the batch-invariant kernels, "
+                   "max tokens drafted per round (above 15 the CUDA verify batch leaves the batch-invariant kernels, "
                    "so greedy output may stop matching plain decoding)")
         ->check(CLI::Range(1, 64));
     app.add_option("--draft-min", spec.n_draft_min, "min tokens drafted per round (0: plain decoding when drafting does not pay)")

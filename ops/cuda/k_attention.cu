@@ -3,16 +3,16 @@
 // Attention reads every query's position from the pos tensor on the device: query t sees keys
 // 0..pos[t]. The launch shape depends only on tensor shapes, never on the positions, so a
 // captured CUDA graph replays correctly at any depth.
-// - T <= 8 queries, head dim 64/128/256, GQA group <= 8: attn_gqa_kernel (below), split-KV with
+// - T <= 16 queries (kDecodeMaxRows), head dim 64/128/256, GQA group <= 8: attn_gqa_kernel (below), split-KV with
 //   one block per KV head serving all its query heads.
 // - Both split-KV paths choose the split count from the cache length and head counts only, never
 //   from T, so query t of a T-query batch gets the same bits as a one-query step at pos[t]
 //   (batch invariance: speculative verification reproduces plain decoding exactly).
-// - Other T <= 8 queries (decode, short verify): split-KV ("flash-decoding"): grid (splits, heads,
+// - Other T <= 16 queries (decode, verify): split-KV ("flash-decoding"): grid (splits, heads,
 //   queries); split s takes an equal share of the visible keys (computed on the device from
 //   pos[t]), keeps an online softmax per warp, and writes (max, sum, acc[dv]);
 //   attn_combine_kernel merges the splits of every head in parallel.
-// - T > 8 (prefill): flash-style tiles (Dao et al. 2022): a block holds 16 queries of one head,
+// - T > 16 (prefill): flash-style tiles (Dao et al. 2022): a block holds 16 queries of one head,
 //   streams 32-key K/V tiles through shared memory (widened to f32), one key per lane for the
 //   scores, online softmax per query, keys past the block's largest position never loaded.
 //   Head dims 64/128/256 (K and V alike) use a specialised kernel (float4 shared-memory reads,
@@ -637,12 +637,12 @@ void launch_attention(KernelContext& kc, const Tensor& q, const Tensor& k, const
   const int group = static_cast<int>(n_head / k.ne[1]);
   const auto* p = static_cast<const int32_t*>(pos.data);
   float* out = static_cast<float*>(dst.data);
-  if (T <= 8 && d == dv && group <= kGqaMax && gqa_decode_enabled() && (d == 64 || d == 128 || d == 256)) {
+  if (T <= kDecodeMaxRows && d == dv && group <= kGqaMax && gqa_decode_enabled() && (d == 64 || d == 128 || d == 256)) {
     if (d == 64) return launch_gqa<64, KT, VT>(kc, q, k, v, p, scale, group, out);
     if (d == 128) return launch_gqa<128, KT, VT>(kc, q, k, v, p, scale, group, out);
     return launch_gqa<256, KT, VT>(kc, q, k, v, p, scale, group, out);
   }
-  if (T <= 8) {
+  if (T <= kDecodeMaxRows) {
     const int64_t target_blocks = 2 * static_cast<int64_t>(kc.prop->multiProcessorCount);
     const int64_t by_len = std::max<int64_t>(1, ceil_div(n_kv, 32));
     // Independent of T, as in launch_gqa: a query's result does not depend on the batch.

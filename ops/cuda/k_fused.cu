@@ -7,7 +7,7 @@
 // ops/lower.cpp spends up to 9 kernels on the same work; the arithmetic here is the same, in the
 // same order (bias, norm, rope, store).
 //
-// FFN_SWIGLU: gate|up as one matmul when adjacent (else two), SwiGLU, down. For decode (N <= 8,
+// FFN_SWIGLU: gate|up as one matmul when adjacent (else two), SwiGLU, down. For decode (N <= 16,
 // an MMVQ down weight) the SwiGLU kernel writes the down projection's q8_1 activations directly.
 #include <algorithm>
 #include <cstdlib>
@@ -287,7 +287,7 @@ void k_ffn_swiglu(KernelContext& kc, Tensor& node) {
     sub = std::max(matmul_scratch(wg, x), matmul_scratch(wu, x));
   }
   // The down projection's input: q8_1 planes straight from the SwiGLU kernel (decode), else f32.
-  const bool q8 = N <= 8 && mmvq_supported(wd.type);
+  const bool q8 = matmul_is_mmvq(wd, N);
   const size_t gu_bytes = align256(static_cast<size_t>(2 * n_ff * N) * 4);
   const size_t h_bytes = q8 ? align256(static_cast<size_t>(n_ff * N)) + align256(static_cast<size_t>(n_ff / 32 * N) * 8)
                             : align256(static_cast<size_t>(n_ff * N) * 4);

@@ -1,8 +1,8 @@
 // MUL_MAT: out[n][m] = sum_k a[m][k] * b[n][k] (+ batch broadcast of a over b's dims 2, 3).
 //
 // Dispatch (by weight dtype and N = activation rows per batch):
-// - block-quantized weights, N <= 8: MMVQ (k_mmvq.cu; q8_1 activations, dp4a).
-// - float weights (F32/F16/BF16), N <= 8: a warp-per-row matvec in f32, activations in f32 (the
+// - block-quantized weights, N <= 16: MMVQ (k_mmvq.cu; q8_1 activations, dp4a).
+// - float weights (F32/F16/BF16), N <= 16: a warp-per-row matvec in f32, activations in f32 (the
 //   CPU semantics: float weights are widened exactly and multiplied in f32).
 // - otherwise cuBLAS on tensor cores:
 //     F32 weights: SGEMM (CUBLAS_COMPUTE_32F, no TF32).
@@ -20,7 +20,6 @@
 namespace minfer::cuda {
 namespace {
 
-constexpr int64_t kMaxVecCols = 8;
 constexpr int64_t kDequantChunkElems = int64_t{256} << 20;  // f16 scratch per GEMM chunk (512 MiB)
 
 // MINFER_CUDA_DEQUANT_CHUNK (elements) overrides the chunk, so tests can exercise the chunking.
@@ -32,7 +31,7 @@ int64_t dequant_chunk_elems() {
   return kDequantChunkElems;
 }
 
-// ---------------------------------------------------------------- float matvec (N <= 8)
+// ---------------------------------------------------------------- float matvec (N <= 16)
 
 template <typename W>
 __device__ __forceinline__ float wload(const W* p);
@@ -130,8 +129,9 @@ void launch_matvec_f(KernelContext& kc, const Tensor& a, const float* x, int64_t
     matvec_f_kernel<W, n, VEC><<<grid, 128, 0, kc.stream>>>(w, nb1, nb2, nb3, M, K, x, r2, r3, B2, dst, residual); \
     break;
     MINFER_NC(1) MINFER_NC(2) MINFER_NC(3) MINFER_NC(4) MINFER_NC(5) MINFER_NC(6) MINFER_NC(7) MINFER_NC(8)
+    MINFER_NC(9) MINFER_NC(10) MINFER_NC(11) MINFER_NC(12) MINFER_NC(13) MINFER_NC(14) MINFER_NC(15) MINFER_NC(16)
 #undef MINFER_NC
-    default: throw std::logic_error(kc.where() + ": matvec with N > 8");
+    default: throw std::logic_error(kc.where() + ": matvec with N > kDecodeMaxRows");
   }
   kc.check_launch("matvec_f_kernel");
 }
@@ -318,9 +318,9 @@ bool s_mul_mat(const Tensor& dst) {
 size_t matmul_scratch(const Tensor& a, const Tensor& b) {
   const int64_t K = a.ne[0], M = a.ne[1], N = b.ne[1];
   const int64_t rows = N * b.ne[2] * b.ne[3];
-  if (N <= kMaxVecCols && mmvq_supported(a.type))
+  if (N <= kDecodeMaxRows && mmvq_supported(a.type))
     return align256(static_cast<size_t>(rows * K)) + static_cast<size_t>(rows * (K / 32)) * sizeof(float2);
-  if (N <= kMaxVecCols && (a.type == DType::F32 || a.type == DType::F16 || a.type == DType::BF16))
+  if (N <= kDecodeMaxRows && (a.type == DType::F32 || a.type == DType::F16 || a.type == DType::BF16))
     return static_cast<size_t>(rows * K) * 4;
   const size_t act_bytes = static_cast<size_t>(rows * K) * (a.type == DType::F32 || a.type == DType::F16 || a.type == DType::BF16 ? 4 : 2);
   const bool block = is_block_weight(a.type);
@@ -328,9 +328,9 @@ size_t matmul_scratch(const Tensor& a, const Tensor& b) {
   return align256(act_bytes) + (block ? static_cast<size_t>(chunk_rows * K) * 2 : 0) + 256;
 }
 
-bool matmul_is_mmvq(const Tensor& a, int64_t n_cols) { return n_cols <= kMaxVecCols && mmvq_supported(a.type); }
+bool matmul_is_mmvq(const Tensor& a, int64_t n_cols) { return n_cols <= kDecodeMaxRows && mmvq_supported(a.type); }
 bool matmul_is_vec(const Tensor& a, int64_t n_cols) {
-  return n_cols <= kMaxVecCols &&
+  return n_cols <= kDecodeMaxRows &&
          (mmvq_supported(a.type) || a.type == DType::F32 || a.type == DType::F16 || a.type == DType::BF16);
 }
 
@@ -339,7 +339,7 @@ void matmul(KernelContext& kc, const Tensor& a, const Tensor& b, Tensor& dst) {
   if (M == 0 || N == 0 || B2 == 0 || B3 == 0) return;
   float* out = kc.residual_out ? kc.residual_out : static_cast<float*>(dst.data);
   const float* res = kc.residual;
-  if (N <= kMaxVecCols && mmvq_supported(a.type)) {
+  if (N <= kDecodeMaxRows && mmvq_supported(a.type)) {
     if (kc.prequant_src == &b) {
       mmvq(kc, a, kc.prequant_qs, kc.prequant_ds, N, B2, B3, out, res);
       return;
@@ -353,7 +353,7 @@ void matmul(KernelContext& kc, const Tensor& a, const Tensor& b, Tensor& dst) {
     mmvq(kc, a, qs, ds, N, B2, B3, out, res);
     return;
   }
-  if (N <= kMaxVecCols && (a.type == DType::F32 || a.type == DType::F16 || a.type == DType::BF16)) {
+  if (N <= kDecodeMaxRows && (a.type == DType::F32 || a.type == DType::F16 || a.type == DType::BF16)) {
     const int64_t rows = N * B2 * B3;
     float* x = static_cast<float*>(kc.scratch_bytes(static_cast<size_t>(rows * K) * 4));
     convert_act<ActMode::F32>(kc, b, x, 0);

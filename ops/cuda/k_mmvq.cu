@@ -1,4 +1,4 @@
-// MMVQ: the decode matmul for block-quantized weights (N <= 8 activation rows).
+// MMVQ: the decode matmul for block-quantized weights (N <= kDecodeMaxRows = 16 activation rows).
 //
 // Activations are quantized once per matmul to q8_1 planes (int8 quants [rows][K] and per
 // 32-element block float2 (d, d * sum(q))). Each warp computes one weight row: lane l walks the
@@ -423,8 +423,9 @@ void launch_mmvq_t(KernelContext& kc, const Tensor& a, const int8_t* qs, const f
     mmvq_kernel<T, n><<<grid, 32 * kRowsPerBlock, 0, kc.stream>>>(w, nb1, nb2, nb3, M, U, qs, ds, r2, r3, B2, dst, residual); \
     break;
     MINFER_NC(1) MINFER_NC(2) MINFER_NC(3) MINFER_NC(4) MINFER_NC(5) MINFER_NC(6) MINFER_NC(7) MINFER_NC(8)
+    MINFER_NC(9) MINFER_NC(10) MINFER_NC(11) MINFER_NC(12) MINFER_NC(13) MINFER_NC(14) MINFER_NC(15) MINFER_NC(16)
 #undef MINFER_NC
-    default: throw std::logic_error(kc.where() + ": mmvq with N > 8");
+    default: throw std::logic_error(kc.where() + ": mmvq with N > kDecodeMaxRows");
   }
   kc.check_launch("mmvq_kernel");
 }

@@ -47,7 +47,8 @@ TEST_P(CudaAttention, GqaDecodeVerifyPrefill) {
     check_attention({64, 2 * ratio, 2, 1, 200, 133, kv});    // decode at depth
     check_attention({64, 2 * ratio, 2, 1, 4097, 4000, kv});  // decode, many splits
     check_attention({32, ratio, 1, 33, 100, 50, kv});        // verify-like batch with a past (tiles)
-    check_attention({128, 2 * ratio, 2, 9, 64, 0, kv});      // just past the split threshold
+    check_attention({128, 2 * ratio, 2, 16, 64, 0, kv});     // the split path's largest batch
+    check_attention({128, 2 * ratio, 2, 17, 64, 0, kv});     // just past the split threshold
   }
   check_attention({128, 4, 2, 100, 300, 150, kv});  // prefill with a past, several tiles
   check_attention({256, 2, 1, 20, 64, 3, kv});      // head dim 256: opt-in shared memory

@@ -1,7 +1,7 @@
 // Batch invariance on CUDA: a row computed in a batch of T rows has exactly the bits it has when
 // computed alone. Speculative decoding's greedy identity rests on it (the target verifies d + 1
 // tokens in one pass, plain decoding evaluates them one at a time), for the decode-size kernels:
-// MMVQ and the float matvec (N <= 8) and split-KV attention (T <= 8).
+// MMVQ and the float matvec and split-KV attention, up to kDecodeMaxRows = 16 rows.
 //
 // Inputs are generated per logical element (global row index, element index), so the T-row
 // graph and each one-row graph see the same values without sharing buffers.
@@ -60,7 +60,7 @@ void check_matmul_rows(DType wt, int64_t K, int64_t M, int64_t N) {
 TEST(CudaBatchInvariance, MatmulRowsOfADecodeBatchEqualSingleRows) {
   MINFER_REQUIRE_GPU();
   for (DType wt : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16, DType::F32})
-    for (int64_t N : {2, 5, 8}) check_matmul_rows(wt, 512, 300, N);
+    for (int64_t N : {2, 5, 8, 16}) check_matmul_rows(wt, 512, 300, N);
 }
 
 struct AttnShape {
@@ -112,7 +112,7 @@ void check_attention_rows(const AttnShape& s) {
 TEST(CudaBatchInvariance, AttentionQueriesOfAVerifyBatchEqualSingleQueries) {
   MINFER_REQUIRE_GPU();
   for (DType kv : {DType::F16, DType::Q8_0}) {
-    check_attention_rows({64, 4, 2, 256, 100, 8, kv});       // fixture-like: GQA kernel, few splits
+    check_attention_rows({64, 4, 2, 256, 100, 16, kv});      // fixture-like: GQA kernel, few splits
     check_attention_rows({128, 28, 4, 4608, 4000, 8, kv});   // Qwen2.5-7B at depth: many splits
     check_attention_rows({128, 32, 8, 1024, 700, 3, kv});    // Qwen3-8B shape, T = 3
     check_attention_rows({64, 16, 1, 512, 300, 5, kv});      // group 16: the generic split kernel

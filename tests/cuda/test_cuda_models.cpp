@@ -110,7 +110,7 @@ TEST(CudaModels, VerifyBatchRowsEqualDecodeStepsBitwise) {
       const auto& prompt = refs[c].ids;
       SessionParams sp;
       sp.n_ctx = 512;
-      for (int32_t n : {2, 5, 8}) {
+      for (int32_t n : {2, 5, 8, 16}) {
         const std::vector<int32_t> next(refs[c].greedy32.begin(), refs[c].greedy32.begin() + n);
         Session batch(*model, *gpu(), sp), step(*model, *gpu(), sp);
         batch.eval(prompt);
@@ -150,11 +150,12 @@ TEST(CudaSpeculative, GreedyOutputIdenticalToPlainDecoding) {
     Session plain(*target, *gpu(), sp);
     Sampler s1(greedy);
     const auto ref = generate(plain, tok, s1, refs[c].ids, gp);
-    // Fixed depth 7 puts every verify batch size 2..8 through the kernels; adaptive is what users run.
-    for (bool adaptive : {false, true}) {
+    // Fixed depths 7 and 15 put verify batches up to 16 rows through the kernels; adaptive is what users run.
+    for (int32_t mode : {7, 15, 0}) {
+      const bool adaptive = mode == 0;
       Session ts(*target, *gpu(), sp), ds(*draft, *gpu(), sp);
       SpeculativeParams spp;
-      spp.n_draft = 7;
+      spp.n_draft = adaptive ? 15 : mode;
       spp.adaptive = adaptive;
       SpeculativeDecoder dec(ts, tok, ds, dtok, spp);
       Sampler s2(greedy);
@@ -164,9 +165,9 @@ TEST(CudaSpeculative, GreedyOutputIdenticalToPlainDecoding) {
       tokens += static_cast<int64_t>(ref.ids.size());
       if (first < ref.ids.size() || got.ids.size() != ref.ids.size()) ++flips;
       std::printf("[ cuda spec ] prompt %zu %s: %zu tokens, identical prefix %zu, acceptance %.1f%%, %lld verify passes\n", c,
-                  adaptive ? "adaptive" : "depth 7", got.ids.size(), first, 100 * dec.stats().acceptance_rate(),
+                  adaptive ? "adaptive" : mode == 7 ? "depth 7" : "depth 15", got.ids.size(), first, 100 * dec.stats().acceptance_rate(),
                   static_cast<long long>(dec.stats().n_rounds));
-      EXPECT_EQ(got.ids, ref.ids) << "prompt " << c << (adaptive ? " adaptive" : " depth 7") << " diverges at token " << first;
+      EXPECT_EQ(got.ids, ref.ids) << "prompt " << c << (adaptive ? " adaptive" : " fixed depth ") << mode << " diverges at token " << first;
     }
   }
   std::printf("[ cuda spec ] %lld tokens, %lld divergences\n", static_cast<long long>(tokens), static_cast<long long>(flips));
