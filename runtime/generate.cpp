@@ -35,7 +35,8 @@ GenerateResult generate(Session& session, const tokenizer::Tokenizer& tok, Sampl
 
   TokenSink sink(tok, sampler, params, r, on_text);
   auto t1 = Clock::now();
-  while (true) {
+  if (params.n_predict == 0) r.stop_reason = "length";  // prefill only, as llama.cpp's -n 0
+  while (params.n_predict != 0) {
     const int32_t id = sampler.sample(logits);
     if (!sink.push(id)) break;
     if (session.n_past() >= session.n_ctx()) {

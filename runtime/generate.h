@@ -14,7 +14,7 @@
 namespace minfer {
 
 struct GenerateParams {
-  int32_t n_predict = 128;         ///< max new tokens; < 0: until a stop condition or the context is full
+  int32_t n_predict = 128;         ///< max new tokens; 0: prefill only; < 0: until a stop condition or the context is full
   std::vector<std::string> stop;   ///< stop strings (not included in the text)
   bool stop_at_eog = true;         ///< stop at end-of-generation tokens (EOS, <|im_end|>, ...)
 };

@@ -370,6 +370,12 @@ int32_t Sampler::sample_probs(std::span<const float> p) {
 
 double Sampler::uniform() { return u01(rng_); }
 
+Sampler Sampler::fork() {
+  Sampler child = *this;
+  child.rng_.seed(rng_());
+  return child;
+}
+
 void Sampler::accept(int32_t token) {
   if (params_.repeat_last_n == 0) return;
   history_.push_back(token);

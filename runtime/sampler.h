@@ -121,6 +121,11 @@ class Sampler {
   /// Clears the history and restarts the RNG from the seed.
   void reset();
 
+  /// A copy with the same parameters and penalty history but its own random stream, seeded by
+  /// one draw of this sampler's RNG (which advances). Speculative decoding drafts with a fork:
+  /// the acceptance test needs random numbers independent of the ones the draft drew with.
+  Sampler fork();
+
   /// The seed in use (the drawn one when params.seed was kSeedRandom).
   uint64_t seed() const { return seed_; }
   const SamplerParams& params() const { return params_; }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <bit>
 #include <chrono>
 #include <stdexcept>
@@ -44,6 +45,10 @@ DraftVerdict verify_draft(std::span<const std::vector<float>> p, std::span<const
 
 namespace {
 
+// llama.cpp's SPEC_VOCAB_MAX_SIZE_DIFFERENCE: vocabularies padded to different sizes (Qwen2.5-7B
+// has 152064 entries, 0.5B 151936) still pair when the shared ids agree.
+constexpr int32_t kMaxVocabSizeDifference = 128;
+
 constexpr size_t kCatchUpChunk = 16;  // the draft's catch-up batch (see generate())
 
 DraftPolicyParams policy_params(const SpeculativeParams& p) {
@@ -64,10 +69,11 @@ std::string quoted(const std::string& s) { return fmt::format("{:?}", s); }
 
 void check_draft_vocab(const tokenizer::Tokenizer& target, const tokenizer::Tokenizer& draft) {
   constexpr const char* kWhy = "speculative decoding needs the draft to use the target's vocabulary";
-  if (target.n_vocab() != draft.n_vocab())
-    throw std::invalid_argument(fmt::format("the draft vocabulary ({} tokens) differs from the target vocabulary ({} tokens): "
-                                            "{}", draft.n_vocab(), target.n_vocab(), kWhy));
-  for (int32_t id = 0; id < target.n_vocab(); ++id) {
+  if (std::abs(target.n_vocab() - draft.n_vocab()) > kMaxVocabSizeDifference)
+    throw std::invalid_argument(fmt::format("the draft vocabulary ({} tokens) differs from the target vocabulary ({} tokens) by "
+                                            "more than {} padding entries: {}", draft.n_vocab(), target.n_vocab(),
+                                            kMaxVocabSizeDifference, kWhy));
+  for (int32_t id = 0; id < std::min(target.n_vocab(), draft.n_vocab()); ++id) {
     const std::string &a = target.token_text(id), &b = draft.token_text(id);
     if (a != b)
       throw std::invalid_argument(fmt::format("the draft vocabulary differs from the target vocabulary at token id {}: {} in the "
@@ -94,9 +100,10 @@ void check_draft_vocab(const tokenizer::Tokenizer& target, const tokenizer::Toke
 
 SpeculativeDecoder::SpeculativeDecoder(Session& target, Session& draft, const SpeculativeParams& p)
     : target_(target), draft_(draft), params_(p), policy_(policy_params(p)) {
-  if (target.n_vocab() != draft.n_vocab())
+  if (std::abs(target.n_vocab() - draft.n_vocab()) > kMaxVocabSizeDifference)
     throw std::invalid_argument(fmt::format("speculative: the target vocabulary ({} tokens) and the draft vocabulary ({} "
-                                            "tokens) differ", target.n_vocab(), draft.n_vocab()));
+                                            "tokens) differ by more than {}", target.n_vocab(), draft.n_vocab(),
+                                            kMaxVocabSizeDifference));
 }
 
 SpeculativeDecoder::SpeculativeDecoder(Session& target, const tokenizer::Tokenizer& target_tok, Session& draft,
@@ -134,8 +141,15 @@ GenerateResult SpeculativeDecoder::generate(const tokenizer::Tokenizer& tok, Sam
   if (stats_.depth_hist.size() < hist_size) stats_.depth_hist.resize(hist_size, 0);
   // The first token comes from the prompt's logits, as in plain decoding.
   const bool greedy = sampler.greedy();
-  int32_t last = sampler.sample(last_logits);
-  bool go = sink.push(last);
+  const int32_t n_vocab_t = target_.n_vocab(), n_vocab_d = draft_.n_vocab();
+  int32_t last = -1;
+  bool go = false;
+  if (params.n_predict == 0) {
+    r.stop_reason = "length";  // prefill only, as llama.cpp's -n 0
+  } else {
+    last = sampler.sample(last_logits);
+    go = sink.push(last);
+  }
   while (go) {
     // The target evaluates last + d drafted tokens; the draft its pending tokens + last + d - 1.
     const int32_t room_t = target_.n_ctx() - target_.n_past();
@@ -146,7 +160,9 @@ GenerateResult SpeculativeDecoder::generate(const tokenizer::Tokenizer& tok, Sam
     }
     const int32_t remaining = limit - static_cast<int32_t>(r.ids.size());
     const int32_t want = params_.adaptive ? policy_.choose() : params_.n_draft;
-    const int32_t d = std::max(0, std::min({want, room_t - 1, room_d, remaining - 1}));
+    // A committed id past the draft's vocabulary (a padding entry only the target has) cannot
+    // open a draft round.
+    int32_t d = last < n_vocab_d ? std::max(0, std::min({want, room_t - 1, room_d, remaining - 1})) : 0;
     if (d == 0) {
       // Plain decoding: one target pass and the sampler's own draw (the distribution verify_draft
       // would draw from, without building it). The draft catches up on its next round.
@@ -166,7 +182,9 @@ GenerateResult SpeculativeDecoder::generate(const tokenizer::Tokenizer& tok, Sam
     // Draft d tokens, keeping each distribution (under the penalties of the tokens before it).
     std::vector<int32_t> drafted;
     std::vector<std::vector<float>> q;
-    Sampler dsamp = sampler;
+    // The draft draws from its own stream: drawing with a copy of `sampler` would replay the
+    // very uniforms verify_draft then tests acceptance with, which biases the output.
+    Sampler dsamp = sampler.fork();
     {
       // After plain-decoding rounds the draft is behind by many tokens. It catches up in chunks of
       // kCatchUpChunk tokens, then power-of-two remainders: a Session keeps one graph per shape,
@@ -179,11 +197,12 @@ GenerateResult SpeculativeDecoder::generate(const tokenizer::Tokenizer& tok, Sam
       // predicts from the recent tokens anyway; a full catch-up would cost draft prefill for
       // every skipped token at every probe.
       const auto window = static_cast<size_t>(params_.catch_up_window);
-      if (draft_pending.size() > window) {
-        const size_t drop = draft_pending.size() - window;
-        draft_gap += static_cast<int32_t>(drop);
-        draft_pending.erase(draft_pending.begin(), draft_pending.begin() + static_cast<std::ptrdiff_t>(drop));
-      }
+      // Ids the draft does not have (target-only padding entries) become holes as well.
+      size_t drop = draft_pending.size() > window ? draft_pending.size() - window : 0;
+      for (size_t i = drop; i < draft_pending.size(); ++i)
+        if (draft_pending[i] >= n_vocab_d) drop = i + 1;
+      draft_gap += static_cast<int32_t>(drop);
+      draft_pending.erase(draft_pending.begin(), draft_pending.begin() + static_cast<std::ptrdiff_t>(drop));
       if (draft_pending.size() > 1) {
         const auto tc = Clock::now();
         std::span<const int32_t> rest(draft_pending);
@@ -213,10 +232,15 @@ GenerateResult SpeculativeDecoder::generate(const tokenizer::Tokenizer& tok, Sam
         const double dt = seconds_since(ts);
         stats_.draft_ms += dt * 1e3;
         policy_.observe_draft_step(dt);
+        if (x >= n_vocab_t) {  // a draft-only padding id: the target would reject it; stop here
+          if (!greedy) q.pop_back();
+          break;
+        }
         dsamp.accept(x);
         drafted.push_back(x);
         in.assign(1, x);
       }
+      d = static_cast<int32_t>(drafted.size());
     }
     // Verify: one target pass over last + drafted, logits for every row.
     std::vector<int32_t> batch{last};
@@ -243,7 +267,13 @@ GenerateResult SpeculativeDecoder::generate(const tokenizer::Tokenizer& tok, Sam
     const double dtv = seconds_since(tv);
     stats_.verify_ms += dtv * 1e3;
     policy_.observe_verify(d + 1, dtv);
-    if (!greedy) v = verify_draft(p, q, drafted, sampler);
+    if (!greedy) {
+      // Vocabularies may differ by padding entries: the missing ones have probability 0.
+      const size_t n_max = static_cast<size_t>(std::max(n_vocab_t, n_vocab_d));
+      for (auto& x : p) x.resize(n_max, 0.0f);
+      for (auto& x : q) x.resize(n_max, 0.0f);
+      v = verify_draft(p, q, drafted, sampler);
+    }
     policy_.observe_verdict(d, v.n_accepted);
     ++stats_.n_rounds;
     stats_.n_drafted += d;
@@ -253,7 +283,7 @@ GenerateResult SpeculativeDecoder::generate(const tokenizer::Tokenizer& tok, Sam
     // The target keeps last + the accepted tokens; the draft keeps what it evaluated of them
     // (all but the last drafted token) and queues the rest.
     target_.rollback(committed + v.n_accepted);
-    const int32_t keep = std::min(v.n_accepted, d - 1);
+    const int32_t keep = std::max(0, std::min(v.n_accepted, d - 1));
     draft_.rollback(committed - draft_gap + keep);
     draft_pending.assign(drafted.begin() + keep, drafted.begin() + v.n_accepted);
     // The draft holds the target's tokens but the skipped and the pending ones: cheap to check,

@@ -63,8 +63,13 @@ struct SpeculativeStats {
 
   /// accepted / drafted (0 when nothing was drafted).
   double acceptance_rate() const { return n_drafted ? static_cast<double>(n_accepted) / static_cast<double>(n_drafted) : 0; }
-  /// Accepted drafted tokens per round.
-  double mean_accepted_length() const { return n_rounds ? static_cast<double>(n_accepted) / static_cast<double>(n_rounds) : 0; }
+  /// Rounds that drafted at least one token (the others were plain decoding).
+  int64_t drafting_rounds() const { return n_rounds - (depth_hist.empty() ? 0 : depth_hist[0]); }
+  /// Accepted drafted tokens per drafting round (0 when no round drafted).
+  double mean_accepted_length() const {
+    const int64_t n = drafting_rounds();
+    return n ? static_cast<double>(n_accepted) / static_cast<double>(n) : 0;
+  }
   /// Tokens committed per target pass: (accepted + rounds) / rounds (the last round may commit
   /// fewer when a stop condition cuts it).
   double tokens_per_verify() const {

@@ -73,22 +73,35 @@ int generate_main(int argc, char** argv, const GenerateProgram& program) {
     app.add_flag("--json", json, "print one JSON object (prompt_ids, ids, text, timings) instead of streaming");
     app.add_flag("--no-show-prompt", no_show_prompt, "do not echo the prompt before the completion");
     auto* draft_opt = app.add_option(program.draft_required ? "--md,--model-draft,--draft" : "--draft,--md,--model-draft",
-                                     draft_path, "draft model GGUF for speculative decoding (same vocabulary as -m); also -md");
+                                     draft_path,
+                                     "draft model GGUF for speculative decoding, same vocabulary as -m; also spelled -md "
+                                     "(llama.cpp's --draft N, a token count, is --draft-max here)");
     if (program.draft_required) draft_opt->required();
+    const char* with_draft = program.draft_required ? "" : " (with --draft)";
     app.add_option("--draft-max", spec.n_draft,
-                   "max tokens drafted per round (above 15 the CUDA verify batch leaves the batch-invariant kernels, "
-                   "so greedy output may stop matching plain decoding)")
+                   fmt::format("most tokens drafted per round{}; up to 15 keeps greedy output on CUDA bit-identical to "
+                               "plain decoding", with_draft))
         ->check(CLI::Range(1, 64));
-    app.add_option("--draft-min", spec.n_draft_min, "min tokens drafted per round (0: plain decoding when drafting does not pay)")
+    app.add_option("--draft-min", spec.n_draft_min,
+                   fmt::format("fewest tokens drafted per round{}; 0 lets the policy decode plainly when drafting does "
+                               "not pay. Both bounds give way near the -n limit and the end of the context",
+                               with_draft))
         ->check(CLI::Range(0, 64));
-    app.add_flag("--no-adaptive", no_adaptive, "always draft --draft-max tokens (default: choose each round from the "
-                                               "acceptance and the measured draft/verify times; a seed reproduces "
-                                               "sampled output only with --no-adaptive)");
-    app.add_flag("--no-baseline", no_baseline, "with a draft: skip the plain-decoding run that measures the speedup");
+    app.add_flag("--no-adaptive", no_adaptive,
+                 fmt::format("always draft --draft-max tokens{} (default: choose each round from the acceptance and "
+                             "the measured draft/verify times; a seed reproduces sampled output only with --no-adaptive)",
+                             with_draft));
+    app.add_flag("--no-baseline", no_baseline,
+                 fmt::format("skip the plain-decoding run that measures the speedup{}", with_draft));
     app.add_flag("--compare", compare, "(the baseline run is now the default)")->group("");
     CLI11_PARSE(app, static_cast<int>(av.size()), av.data());
     spec.adaptive = !no_adaptive;
     const bool speculative = !draft_path.empty();
+    if (program.draft_required && margs.model.empty())
+      throw std::invalid_argument(fmt::format("{} needs the target model: -m TARGET.gguf -md DRAFT.gguf", program.name));
+    if (!speculative)
+      for (const char* f : {"--draft-max", "--draft-min", "--no-adaptive", "--no-baseline"})
+        if (app.count(f) > 0) std::fprintf(stderr, "warning: %s has no effect without --draft\n", f);
     if (spec.n_draft_min > spec.n_draft)
       throw std::invalid_argument(fmt::format("--draft-min ({}) must not exceed --draft-max ({})", spec.n_draft_min, spec.n_draft));
 
@@ -129,9 +142,10 @@ int generate_main(int argc, char** argv, const GenerateProgram& program) {
                    static_cast<unsigned long long>(sampler.seed()));
       if (D) {
         const auto& dh = D->model->hparams();
-        std::fprintf(stderr, "draft: %s (%s, %d layers, n_embd %d), depth %d..%d, %s\n", D->file->name().c_str(),
-                     dh.arch.c_str(), dh.n_layer, dh.n_embd, spec.n_draft_min, spec.n_draft,
-                     spec.adaptive ? "adaptive" : "fixed");
+        const std::string depth = spec.adaptive ? fmt::format("depth {}..{}, adaptive", spec.n_draft_min, spec.n_draft)
+                                                : fmt::format("depth {}, fixed", spec.n_draft);
+        std::fprintf(stderr, "draft: %s (%s, %d layers, n_embd %d), %s\n", D->file->name().c_str(), dh.arch.c_str(),
+                     dh.n_layer, dh.n_embd, depth.c_str());
       }
       if (!no_show_prompt) std::fputs(text.c_str(), stdout);
       std::fflush(stdout);
@@ -188,8 +202,10 @@ int generate_main(int argc, char** argv, const GenerateProgram& program) {
                             {"rounds", st.n_rounds},
                             {"drafted", st.n_drafted},
                             {"accepted", st.n_accepted},
-                            {"acceptance_rate", st.acceptance_rate()},
-                            {"mean_accepted_length", st.mean_accepted_length()},
+                            {"drafting_rounds", st.drafting_rounds()},
+                            {"acceptance_rate", st.n_drafted ? nlohmann::json(st.acceptance_rate()) : nlohmann::json(nullptr)},
+                            {"mean_accepted_length",
+                             st.drafting_rounds() ? nlohmann::json(st.mean_accepted_length()) : nlohmann::json(nullptr)},
                             {"tokens_per_verify", st.tokens_per_verify()},
                             {"mean_draft_depth", st.mean_draft_depth()},
                             {"depth_hist", st.depth_hist},
@@ -217,12 +233,15 @@ int generate_main(int argc, char** argv, const GenerateProgram& program) {
                  r.n_prompt_eval, r.prefill_ms, r.prefill_tok_s(), r.ids.size() > 0 ? r.ids.size() - 1 : 0, r.decode_ms,
                  r.decode_tok_s(), r.stop_reason.c_str());
     if (D) {
+      const std::string rate = st.n_drafted ? fmt::format("{:.1f}%", 100 * st.acceptance_rate()) : std::string("n/a");
+      const std::string len = st.drafting_rounds() ? fmt::format("{:.2f}", st.mean_accepted_length()) : std::string("n/a");
       std::fprintf(stderr,
-                   "speculative: %lld rounds, %lld drafted, %lld accepted | acceptance rate %.1f%% | mean accepted length %.2f | "
-                   "%.2f tokens per verify | mean draft depth %.2f (rounds by depth %s)\n",
-                   static_cast<long long>(st.n_rounds), static_cast<long long>(st.n_drafted),
-                   static_cast<long long>(st.n_accepted), 100 * st.acceptance_rate(), st.mean_accepted_length(),
-                   st.tokens_per_verify(), st.mean_draft_depth(), depth_hist_text(st).c_str());
+                   "speculative: %lld rounds (%lld drafting), %lld drafted, %lld accepted | acceptance rate %s | "
+                   "mean accepted length %s | %.2f tokens per verify | mean draft depth %.2f%s\n",
+                   static_cast<long long>(st.n_rounds), static_cast<long long>(st.drafting_rounds()),
+                   static_cast<long long>(st.n_drafted), static_cast<long long>(st.n_accepted), rate.c_str(), len.c_str(),
+                   st.tokens_per_verify(), st.mean_draft_depth(),
+                   st.n_rounds ? (" (rounds by depth " + depth_hist_text(st) + ")").c_str() : "");
       if (base) {
         std::string same;
         if (greedy) {

@@ -40,6 +40,15 @@ TEST(Cli, JsonOutputHasIdsTextAndTimings) {
   EXPECT_EQ(j["ids"], again["ids"]);
 }
 
+TEST(Cli, ZeroTokensIsPrefillOnly) {
+  auto r = run(gen + " -n 0 --temp 0 --json --device cpu");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["ids"].empty()) << r.out;
+  EXPECT_EQ(j["stop_reason"], "length");
+  EXPECT_GT(j["timings"]["prefill_tokens"].get<int>(), 0);
+}
+
 TEST(Cli, MissingFileIsAClearError) {
   auto r = run(gen + " -m /nonexistent/model.gguf");
   EXPECT_EQ(r.code, 1);

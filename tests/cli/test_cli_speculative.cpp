@@ -30,6 +30,27 @@ Pair fixture_pair() {
 #define SKIP_WITHOUT_FIXTURES(p) \
   if ((p).target.empty() || (p).draft.empty()) GTEST_SKIP() << "fixtures not found under " << fixtures_dir()
 
+TEST(CliSpeculative, ZeroTokensIsPrefillOnlyAndRatesAreNull) {
+  const Pair p = fixture_pair();
+  SKIP_WITHOUT_FIXTURES(p);
+  auto r = run_stdout(spec + " -m " + p.target + " -md " + p.draft + " -n 0 --temp 0 --json --device cpu");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["ids"].empty()) << r.out;
+  const auto& s = j.at("speculative");
+  EXPECT_EQ(s.at("drafted").get<int>(), 0);
+  EXPECT_TRUE(s.at("acceptance_rate").is_null()) << "no draft, no rate: " << r.out;
+  EXPECT_TRUE(s.at("mean_accepted_length").is_null()) << r.out;
+}
+
+TEST(CliSpeculative, TheTargetModelIsRequired) {
+  const Pair p = fixture_pair();
+  SKIP_WITHOUT_FIXTURES(p);
+  auto r = run(spec + " -md " + p.draft + " --device cpu");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("needs the target model"), std::string::npos) << r.out;
+}
+
 TEST(CliSpeculative, GenerateWithADraftPrintsTheGenerateJsonPlusSpeculativeStats) {
   const Pair p = fixture_pair();
   SKIP_WITHOUT_FIXTURES(p);
@@ -54,7 +75,10 @@ TEST(CliSpeculative, GenerateWithADraftPrintsTheGenerateJsonPlusSpeculativeStats
   EXPECT_LE(accepted, drafted);
   EXPECT_EQ(accepted + rounds, 15) << "every token after the first comes from a verify round";
   EXPECT_NEAR(s.at("tokens_per_verify").get<double>(), static_cast<double>(accepted + rounds) / static_cast<double>(rounds), 1e-9);
-  EXPECT_NEAR(s.at("mean_accepted_length").get<double>(), static_cast<double>(accepted) / static_cast<double>(rounds), 1e-9);
+  const auto drafting = s.at("drafting_rounds").get<int64_t>();
+  EXPECT_EQ(drafting, rounds - s.at("depth_hist")[0].get<int64_t>());
+  ASSERT_GT(drafting, 0);  // the policy drafts in the first rounds to measure
+  EXPECT_NEAR(s.at("mean_accepted_length").get<double>(), static_cast<double>(accepted) / static_cast<double>(drafting), 1e-9);
   EXPECT_EQ(s.at("draft_max").get<int>(), 15);  // the CUDA batch-invariance limit
   EXPECT_TRUE(s.at("adaptive").get<bool>());
   EXPECT_NE(s.at("draft").get<std::string>().find("qwen3-xs-Q8_0"), std::string::npos);

@@ -3,10 +3,13 @@
 // qwen3-s/refs.json); a draft equal to the target is always accepted; a draft whose vocabulary
 // differs is refused. (The acceptance rule and the depth policy alone: tests/runtime.)
 #include <gtest/gtest.h>
+
+#include <map>
 #include <unistd.h>
 
 #include <filesystem>
 
+#include "common/stats.h"
 #include "common/test_util.h"
 #include "model_fixtures.h"
 #include "models/registry.h"
@@ -127,6 +130,65 @@ TEST(SpeculativeGreedy, ADraftWithHolesInItsContextChangesNothingButAcceptance) 
   }
 }
 
+TEST(SpeculativeSampled, TokensFollowThePlainSamplingDistribution) {
+  // End to end at temperature 1, top-k 40: the tokens a speculative round commits must be
+  // distributed like plain sampling's. Tokens 2 and 3 come from the first verify round (token 1
+  // from the prompt's logits). 1500 seeded runs each, two-sample chi-square, p > 0.01.
+  auto tf = open_fixture(kTarget), df = open_fixture(kDraft);
+  const auto refs = load_refs("qwen3-s");
+  if (!tf || !df || refs.empty()) GTEST_SKIP() << "fixtures not found under " << fixtures_dir();
+  CpuBackend cpu(2);
+  auto target = models::load(tf, cpu);
+  auto draft = models::load(df, cpu);
+  const auto tok = tokenizer::Tokenizer::from_gguf(*tf);
+  SessionParams sp;
+  sp.n_ctx = 64;
+  GenerateParams gp;
+  gp.n_predict = 3;
+  gp.stop_at_eog = false;
+  SamplerParams sampled;
+  sampled.temp = 1.0f;
+  sampled.top_k = 40;
+  sampled.top_p = 1.0f;
+  sampled.min_p = 0.0f;
+  // The prompt but its last token is evaluated once; each run rolls back to it and feeds the
+  // last token, so a run costs one round, not a prefill.
+  const auto& ids = refs[1].ids;
+  const std::vector<int32_t> head(ids.begin(), ids.end() - 1), last(ids.end() - 1, ids.end());
+  const auto n_head = static_cast<int32_t>(head.size());
+  Session plain(*target, cpu, sp), ts(*target, cpu, sp), ds(*draft, cpu, sp);
+  plain.eval(head);
+  ts.eval(head);
+  ds.eval(head);
+  SpeculativeParams spp;
+  spp.adaptive = false;
+  spp.n_draft = 2;
+  SpeculativeDecoder dec(ts, tok, ds, tok, spp);
+  std::map<int32_t, int64_t> spec2, spec3, plain2, plain3;
+  constexpr int kRuns = 1500;
+  for (int i = 0; i < kRuns; ++i) {
+    sampled.seed = static_cast<uint64_t>(1000 + i);
+    Sampler s1(sampled);
+    plain.rollback(n_head);
+    const auto a = generate(plain, tok, s1, last, gp);
+    sampled.seed = static_cast<uint64_t>(900000 + i);
+    Sampler s2(sampled);
+    ts.rollback(n_head);
+    ds.rollback(n_head);
+    const auto b = dec.generate(tok, s2, last, gp);
+    ASSERT_EQ(a.ids.size(), 3u);
+    ASSERT_EQ(b.ids.size(), 3u);
+    ++plain2[a.ids[1]], ++plain3[a.ids[2]], ++spec2[b.ids[1]], ++spec3[b.ids[2]];
+  }
+  int df2 = 0, df3 = 0;
+  const double p2 = chi2_homogeneity_p(spec2, plain2, 20, &df2), p3 = chi2_homogeneity_p(spec3, plain3, 20, &df3);
+  std::printf("[ spec ] sampled, %d runs: token 2 p = %.3g (df %d), token 3 p = %.3g (df %d), acceptance %.1f%%\n", kRuns, p2,
+              df2, p3, df3, 100 * dec.stats().acceptance_rate());
+  EXPECT_GT(df2, 3);
+  EXPECT_GT(p2, 0.01) << "token 2 of speculative sampling is not distributed like plain sampling";
+  EXPECT_GT(p3, 0.01) << "token 3 of speculative sampling is not distributed like plain sampling";
+}
+
 TEST(SpeculativeGreedy, SelfDraftAcceptsEveryDraft) {
   const char* path = "qwen3-xs/qwen3-xs-f16.gguf";
   auto f = open_fixture(path);
@@ -178,6 +240,94 @@ std::filesystem::path with_token_renamed(const gguf::File& src, int32_t id, cons
   auto path = std::filesystem::temp_directory_path() / (name + "-" + std::to_string(getpid()) + ".gguf");
   w.write(path);
   return path;
+}
+
+// A copy of a fixture model with `extra` padding tokens appended ("[PAD<i>]", type unused) and
+// as many zero rows appended to token_embd (a tied output reads the same rows): the shape of
+// Qwen2.5 vocabularies padded to different sizes.
+std::filesystem::path with_padding(const gguf::File& src, int32_t extra, const std::string& name,
+                                   std::vector<std::vector<uint8_t>>& keep_alive) {
+  gguf::Writer w;
+  w.copy_kvs(src);
+  auto views = src.get_string_array("tokenizer.ggml.tokens");
+  std::vector<std::string> tokens(views.begin(), views.end());
+  auto types = src.get_array<int32_t>("tokenizer.ggml.token_type");
+  for (int32_t i = 0; i < extra; ++i) {
+    tokens.push_back("[PAD" + std::to_string(i) + "]");
+    types.push_back(5);  // llama.cpp's LLAMA_TOKEN_TYPE_UNUSED
+  }
+  w.set_string_array("tokenizer.ggml.tokens", tokens);
+  w.set_array("tokenizer.ggml.token_type", types);
+  for (const auto& t : src.tensors()) {
+    std::vector<int64_t> ne(t.ne, t.ne + t.n_dims);
+    if (t.name == "token_embd.weight" || t.name == "output.weight") {
+      auto& buf = keep_alive.emplace_back(static_cast<const uint8_t*>(t.data), static_cast<const uint8_t*>(t.data) + t.nbytes);
+      buf.resize(t.nbytes + static_cast<size_t>(extra) * (t.nbytes / static_cast<size_t>(ne[1])), 0);
+      ne[1] += extra;
+      w.add_tensor(t.name, t.type, ne, buf.data());
+    } else {
+      w.add_tensor(t.name, t.type, ne, t.data);
+    }
+  }
+  auto path = std::filesystem::temp_directory_path() / (name + "-" + std::to_string(getpid()) + ".gguf");
+  w.write(path);
+  return path;
+}
+
+TEST(SpeculativeVocab, PaddedVocabulariesPairAndKeepTheOutput) {
+  // A draft whose vocabulary is the target's plus 64 padding entries (and the reverse) is
+  // accepted, as llama.cpp accepts up to 128; greedy and sampled output stay the target's.
+  auto tf = open_fixture(kTarget), df = open_fixture(kDraft);
+  const auto refs = load_refs("qwen3-s");
+  if (!tf || !df || refs.empty()) GTEST_SKIP() << "fixtures not found under " << fixtures_dir();
+  std::vector<std::vector<uint8_t>> bufs;
+  const auto padded_path = with_padding(*df, 64, "minfer_padded_draft", bufs);
+  auto pf = std::make_shared<const gguf::File>(padded_path.string());
+  CpuBackend cpu(2);
+  auto target = models::load(tf, cpu);
+  auto draft = models::load(df, cpu);
+  auto padded = models::load(pf, cpu);
+  const auto tok = tokenizer::Tokenizer::from_gguf(*tf), ptok = tokenizer::Tokenizer::from_gguf(*pf);
+  ASSERT_EQ(ptok.n_vocab(), tok.n_vocab() + 64);
+  ASSERT_EQ(padded->hparams().n_vocab, target->hparams().n_vocab + 64);
+  SessionParams sp;
+  sp.n_ctx = 128;
+  GenerateParams gp;
+  gp.n_predict = 32;
+  gp.stop_at_eog = false;
+  struct Case {
+    const Model* t;
+    const tokenizer::Tokenizer* tt;
+    const Model* d;
+    const tokenizer::Tokenizer* dt;
+    const char* what;
+  };
+  const auto dtok = tokenizer::Tokenizer::from_gguf(*df);
+  for (const Case& k : {Case{target.get(), &tok, padded.get(), &ptok, "padded draft"},
+                        Case{padded.get(), &ptok, draft.get(), &dtok, "padded target"}}) {
+    for (float temp : {0.0f, 0.8f}) {
+      SamplerParams spar;
+      spar.temp = temp;
+      spar.seed = 7;
+      Session plain(*k.t, cpu, sp);
+      Sampler s1(spar);
+      const auto ref = generate(plain, *k.tt, s1, refs[0].ids, gp);
+      Session ts(*k.t, cpu, sp), ds(*k.d, cpu, sp);
+      SpeculativeParams spp;
+      spp.adaptive = false;
+      spp.n_draft = 3;
+      SpeculativeDecoder dec(ts, *k.tt, ds, *k.dt, spp);
+      Sampler s2(spar);
+      const auto got = dec.generate(*k.tt, s2, refs[0].ids, gp);
+      ASSERT_EQ(got.ids.size(), 32u) << k.what;
+      for (int32_t id : got.ids) EXPECT_LT(id, tok.n_vocab()) << k.what << ": a padding id was committed";
+      if (temp == 0.0f) {
+        EXPECT_EQ(got.ids, ref.ids) << k.what;
+      }
+      EXPECT_GT(dec.stats().n_accepted, 0) << k.what << ": the shared ids must still be accepted";
+    }
+  }
+  std::filesystem::remove(padded_path);
 }
 
 TEST(SpeculativeVocab, SameVocabularyIsAccepted) {

@@ -6,45 +6,11 @@
 #include <cmath>
 #include <random>
 
+#include "common/stats.h"
 #include "runtime/speculative.h"
 
 namespace minfer::test {
 namespace {
-
-// Regularized upper incomplete gamma function Q(a, x) = Gamma(a, x) / Gamma(a): the series of
-// P(a, x) for x < a + 1, the modified Lentz continued fraction otherwise (Numerical Recipes in C,
-// 2nd ed., §6.2, gser and gcf; 3rd ed. §6.2 Gamma::gser / gcf).
-double gamma_q(double a, double x) {
-  if (x <= 0) return 1.0;
-  const double front = std::exp(-x + a * std::log(x) - std::lgamma(a));
-  constexpr double kEps = 1e-15, kTiny = 1e-300;
-  if (x < a + 1) {
-    double ap = a, del = 1.0 / a, sum = del;
-    for (int n = 0; n < 10000 && std::fabs(del) > std::fabs(sum) * kEps; ++n) {
-      ap += 1;
-      del *= x / ap;
-      sum += del;
-    }
-    return 1.0 - sum * front;
-  }
-  double b = x + 1 - a, c = 1 / kTiny, d = 1 / b, h = d;
-  for (int i = 1; i < 10000; ++i) {
-    const double an = -i * (i - a);
-    b += 2;
-    d = an * d + b;
-    if (std::fabs(d) < kTiny) d = kTiny;
-    c = b + an / c;
-    if (std::fabs(c) < kTiny) c = kTiny;
-    d = 1 / d;
-    const double del = d * c;
-    h *= del;
-    if (std::fabs(del - 1) < kEps) break;
-  }
-  return front * h;
-}
-
-/// P(X >= chi2) for X ~ chi-square with df degrees of freedom.
-double chi2_upper_tail(double chi2, int df) { return gamma_q(df / 2.0, chi2 / 2.0); }
 
 struct Fit {
   double chi2 = 0;
