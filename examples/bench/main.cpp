@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
     app.add_option("-d,--n-depth", d_list, "KV depths the tests start from, comma-separated");
     app.add_option("-r,--repetitions", reps, "timed repetitions after one warm-up")->check(CLI::PositiveNumber);
     app.add_option("-o,--output", output, "md or json")->check(CLI::IsMember({"md", "json"}));
-    CLI11_PARSE(app, argc, argv);
+    MINFER_PARSE(app, argc, argv);
     if (reps < 1) throw std::invalid_argument("-r must be at least 1");
 
     auto L = examples::load_model(margs);

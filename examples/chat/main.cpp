@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
     app.add_option("--system", system, "system message");
     app.add_option("-n,--n-predict", n_predict, "max tokens per reply");
     app.add_flag("--no-think", no_think, "Qwen3: disable thinking");
-    CLI11_PARSE(app, argc, argv);
+    MINFER_PARSE(app, argc, argv);
 
     auto L = examples::load_model(margs);
     const auto& tok = *L.tok;

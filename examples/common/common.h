@@ -61,6 +61,17 @@ LoadedDraft load_draft(const std::string& path, const Loaded& target);
 
 SessionParams session_params(const ModelArgs& a);
 
+/// CLI11_PARSE with the programs' one exit code for bad input: 0 after --help, 1 (with CLI11's
+/// message on stderr) for an unknown flag or a bad value, as for every other error.
+#define MINFER_PARSE(app, argc, argv)           \
+  do {                                          \
+    try {                                       \
+      (app).parse((argc), (argv));              \
+    } catch (const CLI::ParseError& e) {        \
+      return (app).exit(e) == 0 ? 0 : 1;        \
+    }                                           \
+  } while (0)
+
 /// Runs `body`, turning exceptions into "error: <message>" on stderr and exit code 1.
 int run_main(const std::function<int()>& body);
 

@@ -94,7 +94,7 @@ int generate_main(int argc, char** argv, const GenerateProgram& program) {
     app.add_flag("--no-baseline", no_baseline,
                  fmt::format("skip the plain-decoding run that measures the speedup{}", with_draft));
     app.add_flag("--compare", compare, "(the baseline run is now the default)")->group("");
-    CLI11_PARSE(app, static_cast<int>(av.size()), av.data());
+    MINFER_PARSE(app, static_cast<int>(av.size()), av.data());
     spec.adaptive = !no_adaptive;
     const bool speculative = !draft_path.empty();
     if (program.draft_required && margs.model.empty())

@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
     app.add_option("--stddev", stddev, "weight standard deviation (default 0.02)");
     app.add_flag("--list-shapes", list, "print the named shapes and exit");
     app.add_flag("-q,--quiet", quiet, "no per-tensor progress");
-    CLI11_PARSE(app, argc, argv);
+    MINFER_PARSE(app, argc, argv);
 
     if (list) {
       for (const auto& s : quantize::named_shapes())

@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
     app.add_option("-f,--file", file, "text file to score")->required();
     app.add_option("--chunks", chunks, "max chunks to score (-1: all)");
     app.get_option("--ctx-size")->check(CLI::Range(4, 1 << 24));  // a chunk scores n_ctx/2 - 1 tokens
-    CLI11_PARSE(app, argc, argv);
+    MINFER_PARSE(app, argc, argv);
 
     std::ifstream in(file);
     if (!in) throw std::runtime_error(fmt::format("cannot read '{}'", file));

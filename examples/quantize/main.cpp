@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
     app.add_flag("--allow-requantize", allow_requantize, "allow inputs that are already quantized (loses quality)");
     app.add_flag("--pure", pure, "no mix: every quantizable tensor gets the type's default dtype");
     app.add_flag("-q,--quiet", quiet, "no per-tensor progress");
-    CLI11_PARSE(app, argc, argv);
+    MINFER_PARSE(app, argc, argv);
 
     quantize::QuantizeParams p;
     p.target = quantize::parse_target(type);

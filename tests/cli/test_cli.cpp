@@ -49,6 +49,17 @@ TEST(Cli, ZeroTokensIsPrefillOnly) {
   EXPECT_GT(j["timings"]["prefill_tokens"].get<int>(), 0);
 }
 
+TEST(Cli, BadArgumentsExitWithOneAndHelpWithZero) {
+  auto r = run(gen + " --no-such-flag");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("--no-such-flag"), std::string::npos) << r.out;
+  r = run(gen + " -n abc");
+  EXPECT_EQ(r.code, 1) << r.out;
+  r = run(gen + " --help");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("--n-predict"), std::string::npos) << r.out;
+}
+
 TEST(Cli, MissingFileIsAClearError) {
   auto r = run(gen + " -m /nonexistent/model.gguf");
   EXPECT_EQ(r.code, 1);
