@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
 #include <unistd.h>
 
 #include <filesystem>
@@ -29,16 +30,41 @@ SamplerParams greedy_params() {
   return p;
 }
 
+// The pair (target, draft, their tokenizers) on a 2-thread CPU backend, with the qwen3-s
+// references. load() is false when the fixtures are absent.
+struct FixturePair {
+  std::shared_ptr<const gguf::File> tf, df;
+  std::vector<RefCase> refs;
+  CpuBackend cpu{2};
+  std::unique_ptr<Model> target, draft;
+  std::optional<tokenizer::Tokenizer> tok, dtok;
+
+  bool load() {
+    tf = open_fixture(kTarget);
+    df = open_fixture(kDraft);
+    refs = load_refs("qwen3-s");
+    if (!tf || !df || refs.empty()) return false;
+    target = models::load(tf, cpu);
+    draft = models::load(df, cpu);
+    tok.emplace(tokenizer::Tokenizer::from_gguf(*tf));
+    dtok.emplace(tokenizer::Tokenizer::from_gguf(*df));
+    return true;
+  }
+};
+
+#define LOAD_PAIR_OR_SKIP(P) \
+  FixturePair P;             \
+  if (!P.load()) GTEST_SKIP() << "fixtures not found under " << fixtures_dir()
+
 TEST(SpeculativeGreedy, IdenticalToPlainGreedyOnTheReferencePrompts) {
-  auto tf = open_fixture(kTarget), df = open_fixture(kDraft);
-  const auto refs = load_refs("qwen3-s");
-  if (!tf || !df || refs.empty()) GTEST_SKIP() << "fixtures not found under " << fixtures_dir();
+  LOAD_PAIR_OR_SKIP(P);
+  const auto& refs = P.refs;
   ASSERT_EQ(refs.size(), 5u);
-  CpuBackend cpu(2);
-  auto target = models::load(tf, cpu);
-  auto draft = models::load(df, cpu);
-  const auto tok = tokenizer::Tokenizer::from_gguf(*tf);
-  const auto dtok = tokenizer::Tokenizer::from_gguf(*df);
+  auto& cpu = P.cpu;
+  const auto& target = P.target;
+  const auto& draft = P.draft;
+  const auto& tok = *P.tok;
+  const auto& dtok = *P.dtok;
   SessionParams sp;
   sp.n_ctx = 512;  // the longest prompt has 336 tokens
   GenerateParams gp;
@@ -96,13 +122,12 @@ TEST(SpeculativeGreedy, IdenticalToPlainGreedyOnTheReferencePrompts) {
 TEST(SpeculativeGreedy, ADraftWithHolesInItsContextChangesNothingButAcceptance) {
   // catch_up_window 0: every committed token the draft has not evaluated is skipped, so its
   // context fills with holes and its positions trail the target's. The output must not change.
-  auto tf = open_fixture(kTarget), df = open_fixture(kDraft);
-  const auto refs = load_refs("qwen3-s");
-  if (!tf || !df || refs.empty()) GTEST_SKIP() << "fixtures not found under " << fixtures_dir();
-  CpuBackend cpu(2);
-  auto target = models::load(tf, cpu);
-  auto draft = models::load(df, cpu);
-  const auto tok = tokenizer::Tokenizer::from_gguf(*tf);
+  LOAD_PAIR_OR_SKIP(P);
+  const auto& refs = P.refs;
+  auto& cpu = P.cpu;
+  const auto& target = P.target;
+  const auto& draft = P.draft;
+  const auto& tok = *P.tok;
   SessionParams sp;
   sp.n_ctx = 256;
   GenerateParams gp;
@@ -134,13 +159,12 @@ TEST(SpeculativeSampled, TokensFollowThePlainSamplingDistribution) {
   // End to end at temperature 1, top-k 40: the tokens a speculative round commits must be
   // distributed like plain sampling's. Tokens 2 and 3 come from the first verify round (token 1
   // from the prompt's logits). 1500 seeded runs each, two-sample chi-square, p > 0.01.
-  auto tf = open_fixture(kTarget), df = open_fixture(kDraft);
-  const auto refs = load_refs("qwen3-s");
-  if (!tf || !df || refs.empty()) GTEST_SKIP() << "fixtures not found under " << fixtures_dir();
-  CpuBackend cpu(2);
-  auto target = models::load(tf, cpu);
-  auto draft = models::load(df, cpu);
-  const auto tok = tokenizer::Tokenizer::from_gguf(*tf);
+  LOAD_PAIR_OR_SKIP(P);
+  const auto& refs = P.refs;
+  auto& cpu = P.cpu;
+  const auto& target = P.target;
+  const auto& draft = P.draft;
+  const auto& tok = *P.tok;
   SessionParams sp;
   sp.n_ctx = 64;
   GenerateParams gp;
@@ -277,17 +301,17 @@ std::filesystem::path with_padding(const gguf::File& src, int32_t extra, const s
 TEST(SpeculativeVocab, PaddedVocabulariesPairAndKeepTheOutput) {
   // A draft whose vocabulary is the target's plus 64 padding entries (and the reverse) is
   // accepted, as llama.cpp accepts up to 128; greedy and sampled output stay the target's.
-  auto tf = open_fixture(kTarget), df = open_fixture(kDraft);
-  const auto refs = load_refs("qwen3-s");
-  if (!tf || !df || refs.empty()) GTEST_SKIP() << "fixtures not found under " << fixtures_dir();
+  LOAD_PAIR_OR_SKIP(P);
+  const auto& refs = P.refs;
+  auto& cpu = P.cpu;
+  const auto& target = P.target;
+  const auto& draft = P.draft;
+  const auto& tok = *P.tok;
   std::vector<std::vector<uint8_t>> bufs;
-  const auto padded_path = with_padding(*df, 64, "minfer_padded_draft", bufs);
+  const auto padded_path = with_padding(*P.df, 64, "minfer_padded_draft", bufs);
   auto pf = std::make_shared<const gguf::File>(padded_path.string());
-  CpuBackend cpu(2);
-  auto target = models::load(tf, cpu);
-  auto draft = models::load(df, cpu);
   auto padded = models::load(pf, cpu);
-  const auto tok = tokenizer::Tokenizer::from_gguf(*tf), ptok = tokenizer::Tokenizer::from_gguf(*pf);
+  const auto ptok = tokenizer::Tokenizer::from_gguf(*pf);
   ASSERT_EQ(ptok.n_vocab(), tok.n_vocab() + 64);
   ASSERT_EQ(padded->hparams().n_vocab, target->hparams().n_vocab + 64);
   SessionParams sp;
@@ -302,7 +326,7 @@ TEST(SpeculativeVocab, PaddedVocabulariesPairAndKeepTheOutput) {
     const tokenizer::Tokenizer* dt;
     const char* what;
   };
-  const auto dtok = tokenizer::Tokenizer::from_gguf(*df);
+  const auto& dtok = *P.dtok;
   for (const Case& k : {Case{target.get(), &tok, padded.get(), &ptok, "padded draft"},
                         Case{padded.get(), &ptok, draft.get(), &dtok, "padded target"}}) {
     for (float temp : {0.0f, 0.8f}) {
