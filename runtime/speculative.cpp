@@ -139,9 +139,9 @@ GenerateResult SpeculativeDecoder::generate(const tokenizer::Tokenizer& tok, Sam
   const int32_t limit = params.n_predict < 0 ? INT32_MAX : params.n_predict;
   const auto hist_size = static_cast<size_t>(params_.n_draft) + 1;
   if (stats_.depth_hist.size() < hist_size) stats_.depth_hist.resize(hist_size, 0);
-  // The first token comes from the prompt's logits, as in plain decoding.
   const bool greedy = sampler.greedy();
   const int32_t n_vocab_t = target_.n_vocab(), n_vocab_d = draft_.n_vocab();
+  // The first token comes from the prompt's logits, as in plain decoding.
   int32_t last = -1;
   bool go = false;
   if (params.n_predict == 0) {
