@@ -236,13 +236,13 @@ Candidates Sampler::filtered(std::span<const float> logits) const {
   if (params_.repeat_last_n != 0 && !history_.empty() &&
       (params_.repeat_penalty != 1.0f || params_.frequency_penalty != 0.0f ||
        params_.presence_penalty != 0.0f)) {
-    scratch_.assign(logits.begin(), logits.end());
-    l = scratch_.data();
+    scratch_.v.assign(logits.begin(), logits.end());
+    l = scratch_.v.data();
     std::unordered_map<int32_t, int32_t> counts;
     for (int32_t t : history_) ++counts[t];
     for (auto [id, cnt] : counts) {
       if (id < 0 || static_cast<size_t>(id) >= n) continue;
-      scratch_[id] = penalize(scratch_[id], cnt, params_.repeat_penalty, params_.frequency_penalty,
+      scratch_.v[id] = penalize(scratch_.v[id], cnt, params_.repeat_penalty, params_.frequency_penalty,
                               params_.presence_penalty);
     }
   }

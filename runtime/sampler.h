@@ -135,7 +135,15 @@ class Sampler {
   Candidates filtered(std::span<const float> logits) const;
 
   SamplerParams params_;
-  mutable std::vector<float> scratch_;  ///< penalized copy of the logits
+  /// A buffer, not state: a copy of the sampler (speculative decoding copies it every round)
+  /// starts with an empty one instead of copying a vocabulary-sized vector.
+  struct Scratch {
+    std::vector<float> v;
+    Scratch() = default;
+    Scratch(const Scratch&) {}
+    Scratch& operator=(const Scratch&) { return *this; }
+  };
+  mutable Scratch scratch_;  ///< penalized copy of the logits
   uint64_t seed_;
   std::mt19937_64 rng_;
   std::deque<int32_t> history_;

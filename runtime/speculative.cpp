@@ -138,7 +138,7 @@ GenerateResult SpeculativeDecoder::generate(const tokenizer::Tokenizer& tok, Sam
   TokenSink sink(tok, sampler, params, r, on_text);
   const int32_t limit = params.n_predict < 0 ? INT32_MAX : params.n_predict;
   const auto hist_size = static_cast<size_t>(params_.n_draft) + 1;
-  if (stats_.depth_hist.size() < hist_size) stats_.depth_hist.resize(hist_size, 0);
+  if (stats_.depth_hist.size() < hist_size) stats_.depth_hist.resize(hist_size, 0);  // d <= n_draft
   const bool greedy = sampler.greedy();
   const int32_t n_vocab_t = target_.n_vocab(), n_vocab_d = draft_.n_vocab();
   // The first token comes from the prompt's logits, as in plain decoding.
@@ -278,7 +278,6 @@ GenerateResult SpeculativeDecoder::generate(const tokenizer::Tokenizer& tok, Sam
     ++stats_.n_rounds;
     stats_.n_drafted += d;
     stats_.n_accepted += v.n_accepted;
-    if (stats_.depth_hist.size() <= static_cast<size_t>(d)) stats_.depth_hist.resize(static_cast<size_t>(d) + 1, 0);
     ++stats_.depth_hist[static_cast<size_t>(d)];
     // The target keeps last + the accepted tokens; the draft keeps what it evaluated of them
     // (all but the last drafted token) and queues the rest.

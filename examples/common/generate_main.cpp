@@ -57,8 +57,7 @@ int generate_main(int argc, char** argv, const GenerateProgram& program) {
     SpeculativeParams spec;
     std::string prompt = "def fibonacci(n):\n    ", prompt_file, system, draft_path;
     int n_predict = 128;
-    bool chat = false, no_think = false, json = false, no_show_prompt = false, no_adaptive = false, no_baseline = false,
-         compare = false;
+    bool chat = false, no_think = false, json = false, no_show_prompt = false, no_adaptive = false, no_baseline = false;
     std::vector<std::string> stop;
     add_model_flags(app, margs);
     add_sampling_flags(app, sp);
@@ -93,7 +92,6 @@ int generate_main(int argc, char** argv, const GenerateProgram& program) {
                              with_draft));
     app.add_flag("--no-baseline", no_baseline,
                  fmt::format("skip the plain-decoding run that measures the speedup{}", with_draft));
-    app.add_flag("--compare", compare, "(the baseline run is now the default)")->group("");
     MINFER_PARSE(app, static_cast<int>(av.size()), av.data());
     spec.adaptive = !no_adaptive;
     const bool speculative = !draft_path.empty();
