@@ -32,11 +32,12 @@ Tensor* ffn_swiglu(Context& ctx, Tensor* x, Tensor* w_gate, Tensor* w_up, Tensor
   return ctx.new_node(op, DType::F32, {w_down->ne[1], x->ne[1], 1, 1}, {x, w_gate, w_up, w_down});
 }
 
-Tensor* qkv(Context& ctx, Tensor* x, const QkvWeights& w, Tensor* pos, Tensor* k_cache, Tensor* v_cache,
-            const QkvParams& p) {
+Tensor* qkv(Context& ctx, Tensor* x, const QkvWeights& w, Tensor* pos, Tensor* cells, Tensor* k_cache,
+            Tensor* v_cache, const QkvParams& p) {
   const Op op = Op::QKV;
   require_type(op, x, "x", {DType::F32});
   require_type(op, pos, "pos", {DType::I32});
+  require_type(op, cells, "cells", {DType::I32});
   detail::require_src(op, w.wq, "wq");
   detail::require_src(op, w.wk, "wk");
   detail::require_src(op, w.wv, "wv");
@@ -65,12 +66,13 @@ Tensor* qkv(Context& ctx, Tensor* x, const QkvWeights& w, Tensor* pos, Tensor* k
     if (c->ne[0] != hd || c->ne[1] != p.n_head_kv)
       fail(op, fmt::format("cache {} must be [{}, {}, n_ctx]", describe(*c), hd, p.n_head_kv));
   if (x->ne[2] != 1 || x->ne[3] != 1) fail(op, "x " + describe(*x) + " must be 2-D [n_embd, n_tokens]");
-  if (pos->nelements() != x->ne[1])
-    fail(op, fmt::format("pos {} must hold one position per token of x {}", describe(*pos), describe(*x)));
+  if (pos->nelements() != x->ne[1] || cells->nelements() != x->ne[1])
+    fail(op, fmt::format("pos {} and cells {} must hold one entry per token of x {}", describe(*pos), describe(*cells),
+                         describe(*x)));
   RopeParams rp = p.rope;
   if (rp.n_rot == 0) rp.n_rot = p.head_dim;
   Tensor* t = ctx.new_node(op, DType::F32, {hd, p.n_head, x->ne[1], 1},
-                           {x, w.wq, w.wk, w.wv, w.bq, w.bk, w.bv, w.q_norm, w.k_norm, pos, k_cache, v_cache});
+                           {x, w.wq, w.wk, w.wv, w.bq, w.bk, w.bv, w.q_norm, w.k_norm, pos, k_cache, v_cache, cells});
   t->set_param(0, p.n_head);
   t->set_param(1, p.n_head_kv);
   t->set_param(2, p.head_dim);

@@ -34,11 +34,11 @@ struct QkvWeights {
 
 /// The attention input block: q,k,v projections (one matmul when wq|wk|wv are adjacent rows of one
 /// tensor), optional bias, optional per-head q/k RMSNorm, RoPE on q and k, and the KV-cache store
-/// of k and v at `pos`. x: f32 [n_embd, n_tokens]; pos: I32 [n_tokens]; k_cache, v_cache:
-/// [head_dim, n_head_kv, n_ctx]. Returns the rotated queries, f32 [head_dim, n_head, n_tokens];
-/// its consumers are ordered after the cache stores.
-Tensor* qkv(Context& ctx, Tensor* x, const QkvWeights& w, Tensor* pos, Tensor* k_cache, Tensor* v_cache,
-            const QkvParams& p);
+/// of k and v at `cells` (ops::kv_store). x: f32 [n_embd, n_tokens]; pos, cells: I32 [n_tokens];
+/// k_cache, v_cache: [head_dim, n_head_kv, n_cells]. Returns the rotated queries, f32 [head_dim,
+/// n_head, n_tokens]; its consumers are ordered after the cache stores.
+Tensor* qkv(Context& ctx, Tensor* x, const QkvWeights& w, Tensor* pos, Tensor* cells, Tensor* k_cache,
+            Tensor* v_cache, const QkvParams& p);
 
 /// If `a` and `b` are views of consecutive row ranges of the same contiguous storage (b's first
 /// row directly follows a's last) with the same dtype and row length, returns a view spanning

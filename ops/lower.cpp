@@ -49,7 +49,7 @@ void decompose_qkv(Context& ctx, Tensor* node) {
   Tensor *wq = node->src[1], *wk = node->src[2], *wv = node->src[3];
   Tensor *bq = node->src[4], *bk = node->src[5], *bv = node->src[6];
   Tensor *q_norm = node->src[7], *k_norm = node->src[8];
-  Tensor *pos = node->src[9], *k_cache = node->src[10], *v_cache = node->src[11];
+  Tensor *pos = node->src[9], *k_cache = node->src[10], *v_cache = node->src[11], *cells = node->src[12];
   const int64_t hd = node->param<int32_t>(2);
   const float eps = node->param<float>(3);
   const RopeParams rp = rope_params_of(*node, 4);
@@ -80,8 +80,8 @@ void decompose_qkv(Context& ctx, Tensor* node) {
     k = rms_norm(ctx, k, eps, k_norm);
   }
   k = rope(ctx, k, pos, rp);
-  Tensor* ks = kv_store(ctx, k_cache, k, pos);
-  Tensor* vs = kv_store(ctx, v_cache, v, pos);
+  Tensor* ks = kv_store(ctx, k_cache, k, cells);
+  Tensor* vs = kv_store(ctx, v_cache, v, cells);
   Context scratch;
   Tensor proto;
   proto = *rope(scratch, q, pos, rp);

@@ -100,44 +100,53 @@ Tensor* soft_max(Context& ctx, Tensor* x, float scale, Tensor* pos) {
   return t;
 }
 
-Tensor* kv_store(Context& ctx, Tensor* cache, Tensor* x, Tensor* pos) {
+Tensor* kv_store(Context& ctx, Tensor* cache, Tensor* x, Tensor* cells) {
   require_type(Op::KV_STORE, cache, "cache", {DType::F32, DType::F16, DType::Q8_0});
   require_type(Op::KV_STORE, x, "x", {DType::F32});
-  require_type(Op::KV_STORE, pos, "pos", {DType::I32});
+  require_type(Op::KV_STORE, cells, "cells", {DType::I32});
   if (!cache->is_contiguous()) fail(Op::KV_STORE, "cache " + describe(*cache) + " must be contiguous");
   if (x->ne[0] != cache->ne[0] || x->ne[1] != cache->ne[1] || x->ne[3] != 1 || cache->ne[3] != 1)
     fail(Op::KV_STORE, fmt::format("x {} does not match cache {} ([head_dim, n_head_kv, ...])", describe(*x),
                                    describe(*cache)));
-  if (pos->nelements() != x->ne[2])
-    fail(Op::KV_STORE, fmt::format("pos {} must hold one position per token of x {}", describe(*pos), describe(*x)));
+  if (cells->nelements() != x->ne[2])
+    fail(Op::KV_STORE, fmt::format("cells {} must hold one cell per token of x {}", describe(*cells), describe(*x)));
   Tensor* t = ctx.new_view(Op::VIEW, cache, cache->type, cache->ne, cache->nb, 0);
   t->op = Op::KV_STORE;
   t->src = {};
   t->src[0] = cache;
   t->src[1] = x;
-  t->src[2] = pos;
+  t->src[2] = cells;
   return t;
 }
 
-Tensor* attention(Context& ctx, Tensor* q, Tensor* k, Tensor* v, Tensor* pos, float scale, AttentionImpl impl) {
+Tensor* attention(Context& ctx, Tensor* q, Tensor* k, Tensor* v, Tensor* pos, Tensor* seq, Tensor* block_table,
+                  int32_t block_size, float scale, AttentionImpl impl) {
   require_type(Op::ATTENTION, q, "q", {DType::F32});
   require_type(Op::ATTENTION, k, "k", {DType::F32, DType::F16, DType::Q8_0});
   require_type(Op::ATTENTION, v, "v", {DType::F32, DType::F16, DType::Q8_0});
   require_type(Op::ATTENTION, pos, "pos", {DType::I32});
+  require_type(Op::ATTENTION, seq, "seq", {DType::I32});
+  require_type(Op::ATTENTION, block_table, "block_table", {DType::I32});
   const int64_t n_head = q->ne[1], n_head_kv = k->ne[1];
   if (q->ne[0] != k->ne[0])
     fail(Op::ATTENTION, fmt::format("head dims differ: q {} k {}", describe(*q), describe(*k)));
   if (v->ne[1] != n_head_kv || v->ne[2] != k->ne[2])
-    fail(Op::ATTENTION, fmt::format("k {} and v {} differ in heads or length", describe(*k), describe(*v)));
+    fail(Op::ATTENTION, fmt::format("k {} and v {} differ in heads or cells", describe(*k), describe(*v)));
   if (n_head_kv == 0 || n_head % n_head_kv != 0)
     fail(Op::ATTENTION, fmt::format("n_head {} is not a multiple of n_head_kv {}", n_head, n_head_kv));
-  if (pos->nelements() != q->ne[2])
-    fail(Op::ATTENTION, fmt::format("pos {} must hold one position per query of q {}", describe(*pos), describe(*q)));
+  if (pos->nelements() != q->ne[2] || seq->nelements() != q->ne[2])
+    fail(Op::ATTENTION, fmt::format("pos {} and seq {} must hold one entry per query of q {}", describe(*pos),
+                                    describe(*seq), describe(*q)));
   if (q->ne[3] != 1 || k->ne[3] != 1 || v->ne[3] != 1) fail(Op::ATTENTION, "q, k, v must be 3-D");
   if (!k->rows_contiguous() || !v->rows_contiguous()) fail(Op::ATTENTION, "k and v rows must be contiguous");
-  Tensor* t = ctx.new_node(Op::ATTENTION, DType::F32, {v->ne[0], n_head, q->ne[2], 1}, {q, k, v, pos});
+  if (block_size <= 0 || k->ne[2] % block_size != 0)
+    fail(Op::ATTENTION, fmt::format("block size {} must be positive and divide the cache's {} cells", block_size, k->ne[2]));
+  if (block_table->ne[2] != 1 || block_table->ne[3] != 1 || !block_table->is_contiguous())
+    fail(Op::ATTENTION, "block_table " + describe(*block_table) + " must be a contiguous 2-D [max_blocks, n_rows]");
+  Tensor* t = ctx.new_node(Op::ATTENTION, DType::F32, {v->ne[0], n_head, q->ne[2], 1}, {q, k, v, pos, seq, block_table});
   t->set_param(0, scale);
   t->set_param(1, static_cast<int32_t>(impl));
+  t->set_param(2, block_size);
   return t;
 }
 

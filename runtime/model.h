@@ -41,10 +41,13 @@ struct HParams {
   static HParams from_gguf(const gguf::File& f);
 };
 
-/// One batch of tokens for a forward pass. All are I32 inputs created in the graph's context.
+/// One batch of tokens for a forward pass, possibly of several sequences. All are I32 inputs
+/// created in the graph's context; the KV cache (runtime/kv_cache.h) supplies the block table.
 struct Batch {
   Tensor* tokens = nullptr;    ///< [n_tokens] token ids
-  Tensor* pos = nullptr;       ///< [n_tokens] positions (the KV rows written)
+  Tensor* pos = nullptr;       ///< [n_tokens] each token's position in its sequence (RoPE, causal mask)
+  Tensor* seq = nullptr;       ///< [n_tokens] each token's sequence: its row of the KV block table
+  Tensor* cells = nullptr;     ///< [n_tokens] the KV cells the tokens' keys and values are written to
   Tensor* out_rows = nullptr;  ///< [n_out] which batch rows produce logits
 };
 
@@ -57,7 +60,8 @@ class Model {
   const Weights& weights() const { return *weights_; }
 
   /// Records the forward pass for `batch` over the KV cache `kv` in `ctx`: writes the batch's keys
-  /// and values at batch.pos and returns logits f32 [n_vocab, n_out] for batch.out_rows.
+  /// and values at batch.cells, lets each token attend to its own sequence's positions 0..pos, and
+  /// returns logits f32 [n_vocab, n_out] for batch.out_rows.
   virtual Tensor* build(Context& ctx, const Batch& batch, KvCache& kv) const = 0;
 
  protected:

@@ -1,13 +1,15 @@
 // Perplexity with llama.cpp's method (tools/perplexity): the text is split into non-overlapping
 // chunks of n_ctx tokens; each chunk is evaluated from an empty cache and scored on its second
 // half only (positions n_ctx/2 .. n_ctx-2 predict the next token), so every scored token has at
-// least n_ctx/2 tokens of context.
+// least n_ctx/2 tokens of context. Chunks run as parallel sequences of one runner, as many per
+// forward pass as its batch and sequence slots allow (llama.cpp's n_seq = n_batch / n_ctx); on the
+// CPU the result is bit-identical to one chunk at a time (batch invariance).
 #pragma once
 
 #include <functional>
 #include <span>
 
-#include "runtime/session.h"
+#include "runtime/model_runner.h"
 
 namespace minfer {
 
@@ -18,10 +20,16 @@ struct PerplexityResult {
   int64_t n_scored = 0;
 };
 
-/// Scores `tokens` in chunks of session.n_ctx() tokens, at most `max_chunks` (<= 0: all).
-/// `on_chunk(i, running_ppl)` is called after each chunk. Throws std::invalid_argument when the
-/// text holds less than one chunk of tokens.
-PerplexityResult perplexity(Session& session, std::span<const int32_t> tokens, int32_t max_chunks,
+/// Scores `tokens` in chunks of n_ctx tokens, at most `max_chunks` (<= 0: all), on `runner`
+/// (which must have no sequences, and n_ctx <= its per-sequence context). `on_chunk(i,
+/// running_ppl)` is called after each chunk, in order. Throws std::invalid_argument when the text
+/// holds less than one chunk of tokens or n_ctx < 2 or n_ctx exceeds the runner's context, and
+/// NumericalError (std::runtime_error) when the result is not finite.
+PerplexityResult perplexity(ModelRunner& runner, std::span<const int32_t> tokens, int32_t n_ctx, int32_t max_chunks,
                             const std::function<void(int32_t, double)>& on_chunk = nullptr);
+
+/// The runner parameters perplexity() runs fastest with for chunks of n_ctx tokens: as many
+/// sequences as fit a batch of n_batch tokens (at least one), and a pool for exactly them.
+RunnerParams perplexity_runner_params(int32_t n_ctx, int32_t n_batch, DType kv_type);
 
 }  // namespace minfer

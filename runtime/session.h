@@ -1,86 +1,61 @@
-// Session: one token sequence evaluated by a model on a backend, with its KV cache.
+// Session: one token sequence of a model, evaluated through a ModelRunner.
 //
-// eval() runs the forward pass over new tokens at positions n_past, n_past + 1, ... in ubatches
-// of at most n_batch tokens, and returns logits. A graph is built, lowered and allocated once per
-// shape (tokens, logit rows) and kept: the next step with that shape only writes its inputs and
-// computes, so decode pays no host-side graph work, and a CUDA backend replays its captured graph.
-// rollback() forgets the last tokens (speculative decoding's rejection).
+// eval() appends tokens at positions n_past, n_past + 1, ... in ubatches of at most n_batch tokens
+// and returns logits; rollback() forgets the last tokens (speculative decoding's rejection: the
+// sequence's block table is truncated). A session either owns its runner (one sequence, the
+// common case) or is one sequence of a runner shared with others.
 #pragma once
 
-#include <list>
 #include <memory>
 #include <span>
-#include <stdexcept>
 #include <vector>
 
-#include "ops/executor.h"
-#include "runtime/kv_cache.h"
-#include "runtime/model.h"
+#include "runtime/model_runner.h"
 
 namespace minfer {
 
-/// The sequence does not fit the context: the message gives both lengths and suggests -c.
-class ContextFullError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-struct SessionParams {
-  int32_t n_ctx = 0;          ///< 0: the model's context_length, capped by kv_budget_bytes
-  int32_t n_batch = 512;      ///< max tokens per forward pass (ubatch)
-  DType kv_type = DType::F16;
-  size_t kv_budget_bytes = size_t{4} << 30;  ///< cap for the default n_ctx
-};
+/// Parameters of a session that owns its runner.
+using SessionParams = RunnerParams;
 
 class Session {
  public:
-  /// Allocates the KV cache and reserves the arena for a full ubatch (so an impossible context
-  /// fails here with OutOfMemoryError, not mid-generation).
+  /// A runner of its own (the KV pool sized by p.n_ctx) holding this one sequence. Throws what
+  /// ModelRunner's constructor throws.
   Session(const Model& model, Backend& backend, const SessionParams& p = {});
+  /// A new sequence of `runner` (which must outlive the session). Throws std::runtime_error when
+  /// the runner has no free sequence slot.
+  explicit Session(ModelRunner& runner);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
 
   /// Evaluates `tokens` after the current sequence. Returns logits [n_vocab] of the last token,
   /// or [tokens.size() * n_vocab] (row per token) when all_logits. Throws ContextFullError when
-  /// n_past + tokens.size() > n_ctx (nothing is evaluated then) and std::invalid_argument for an
-  /// empty span or a token id outside the vocabulary.
+  /// n_past + tokens.size() > n_ctx(), KvPoolFullError when the shared pool is exhausted (nothing
+  /// is evaluated then), std::invalid_argument for an empty span or a token id outside the vocabulary.
   std::span<const float> eval(std::span<const int32_t> tokens, bool all_logits = false);
 
-  int32_t n_past() const { return kv_.n_past(); }
-  int32_t n_ctx() const { return kv_.n_ctx(); }
-  int32_t n_vocab() const { return model_.hparams().n_vocab; }
+  int32_t n_past() const { return runner_->kv().seq_len(seq_); }
+  /// The most tokens this sequence can hold.
+  int32_t n_ctx() const { return runner_->kv().n_ctx_seq(); }
+  int32_t n_vocab() const { return runner_->n_vocab(); }
   /// Forgets tokens from position n on (n <= n_past).
-  void rollback(int32_t n);
+  void rollback(int32_t n) { runner_->kv().seq_truncate(seq_, n); }
   void reset() { rollback(0); }
 
-  const Model& model() const { return model_; }
-  Backend& backend() const { return backend_; }
-  KvCache& kv() { return kv_; }
-  Executor& executor() { return exec_; }
-
-  /// The n_ctx a session would use for `model` under `p` (resolves 0).
-  static int32_t resolve_n_ctx(const Model& model, const SessionParams& p);
+  /// The KV sequence id (for the Scheduler and the runner).
+  int32_t seq() const { return seq_; }
+  ModelRunner& runner() { return *runner_; }
+  const Model& model() const { return runner_->model(); }
+  Backend& backend() const { return runner_->backend(); }
+  KvCache& kv() { return runner_->kv(); }
+  Executor& executor() { return runner_->executor(); }
 
  private:
-  // A built, lowered and allocated forward graph for one (tokens, logit rows) shape.
-  struct StepGraph {
-    int64_t n_tokens = 0, n_out = 0;
-    std::unique_ptr<Context> ctx;
-    Graph graph;
-    Batch batch;
-    Tensor* logits = nullptr;
-    uint64_t arena_generation = 0;
-  };
-  // Speculative decoding alone uses up to 9 shapes per session (the prompt, verify batches of 1..8).
-  static constexpr size_t kMaxStepGraphs = 16;
-
-  StepGraph& step_graph(int64_t n_tokens, int64_t n_out);
-  void eval_ubatch(std::span<const int32_t> tokens, bool all_logits, float* out);
-
-  const Model& model_;
-  Backend& backend_;
-  SessionParams params_;
-  KvCache kv_;
-  Executor exec_;
-  std::list<StepGraph> graphs_;  // most recently used first
+  std::unique_ptr<ModelRunner> owned_;
+  ModelRunner* runner_;
+  int32_t seq_;
+  std::vector<BatchToken> batch_;
   std::vector<float> logits_;
 };
 

@@ -116,6 +116,15 @@ bool BlockPool::set_hash(int32_t b, uint64_t hash) {
   return true;
 }
 
+void BlockPool::clear_hash(int32_t b) {
+  check(b);
+  if (ref_[static_cast<size_t>(b)] == 0 && has_hash_[static_cast<size_t>(b)]) {
+    lru_unlink(b);
+    free_.push_back(b);
+  }
+  forget_hash(b);
+}
+
 int32_t BlockPool::find(uint64_t hash) {
   const auto it = by_hash_.find(hash);
   if (it == by_hash_.end()) {

@@ -101,6 +101,21 @@ TEST(BlockPool, FirstWriterKeepsAHash) {
   EXPECT_THROW(p.set_hash(a, 1), std::logic_error);
 }
 
+TEST(BlockPool, ClearHashOfACachedBlockMakesItPlainFree) {
+  BlockPool p(2);
+  const int32_t a = p.allocate();
+  p.set_hash(a, 5);
+  p.clear_hash(a);
+  EXPECT_FALSE(p.has_hash(a));
+  EXPECT_EQ(p.find(5), -1);
+  p.set_hash(a, 6);
+  p.release(a);
+  EXPECT_EQ(p.n_cached(), 1);
+  p.clear_hash(a);
+  EXPECT_EQ(p.n_cached(), 0);
+  EXPECT_EQ(p.n_free(), 2);
+}
+
 TEST(BlockPool, DropCacheForgetsContent) {
   BlockPool p(2);
   const int32_t a = p.allocate();

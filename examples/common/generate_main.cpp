@@ -125,7 +125,7 @@ int generate_main(int argc, char** argv, const GenerateProgram& program) {
     }
     auto ids = tok.encode(text, /*parse_special=*/chat, tok.add_bos_default());
     const SessionParams sparams = session_params(margs);
-    const int32_t n_ctx = Session::resolve_n_ctx(*L.model, sparams);
+    const int32_t n_ctx = std::min(ModelRunner::resolve_n_ctx(*L.model, sparams), std::max(1, L.model->hparams().n_ctx_train));
     if (static_cast<int64_t>(ids.size()) > n_ctx)
       throw ContextFullError(fmt::format("the prompt has {} tokens but the context holds {} (n_ctx); use -c to raise it",
                                          ids.size(), n_ctx));

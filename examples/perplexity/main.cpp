@@ -34,13 +34,12 @@ int main(int argc, char** argv) {
     auto tokens = L.tok->encode(ss.str(), /*parse_special=*/false, L.tok->add_bos_default());
     auto sp = examples::session_params(margs);
     if (sp.n_ctx <= 0) throw std::invalid_argument("-c must be positive for perplexity");
-    sp.n_batch = std::max(sp.n_batch, sp.n_ctx);  // one forward pass per chunk
-    Session session(*L.model, *L.backend, sp);
+    ModelRunner runner(*L.model, *L.backend, perplexity_runner_params(sp.n_ctx, std::max(sp.n_batch, sp.n_ctx), sp.kv_type));
     std::fprintf(stderr, "%s: %zu tokens, n_ctx %d, scoring %d chunks on %s\n", file.c_str(), tokens.size(), sp.n_ctx,
                  chunks > 0 ? std::min<int>(chunks, static_cast<int>(tokens.size() / static_cast<size_t>(sp.n_ctx)))
                             : static_cast<int>(tokens.size() / static_cast<size_t>(sp.n_ctx)),
                  std::string(L.backend->name()).c_str());
-    auto r = perplexity(session, tokens, chunks, [](int32_t c, double ppl) {
+    auto r = perplexity(runner, tokens, sp.n_ctx, chunks, [](int32_t c, double ppl) {
       std::fprintf(stderr, "[%d]%.4f ", c + 1, ppl);
       std::fflush(stderr);
     });

@@ -58,8 +58,8 @@ class Qwen3 final : public Model {
       const Layer& L = layers_[static_cast<size_t>(il)];
       // Attention block: RMSNorm -> q/k/v (+ q/k RMSNorm, RoPE, KV store) -> attention -> wo.
       Tensor* hn = ops::rms_norm(ctx, x, h.rms_eps, L.attn_norm);
-      Tensor* q = ops::qkv(ctx, hn, L.qkv, b.pos, kv.k(il), kv.v(il), qp);
-      Tensor* a = ops::attention(ctx, q, kv.k(il), kv.v(il), b.pos, kq_scale);
+      Tensor* q = ops::qkv(ctx, hn, L.qkv, b.pos, b.cells, kv.k(il), kv.v(il), qp);
+      Tensor* a = ops::attention(ctx, q, kv.k(il), kv.v(il), b.pos, b.seq, kv.block_table(), kv.block_size(), kq_scale);
       a = reshape(ctx, a, {static_cast<int64_t>(h.head_dim_v) * h.n_head, n_tokens});
       x = ops::add(ctx, x, ops::mul_mat(ctx, L.wo, a));
       // Feed-forward block: RMSNorm -> SwiGLU FFN.

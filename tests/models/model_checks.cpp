@@ -92,10 +92,8 @@ void check_perplexity(Backend& backend, const PplCase& c, const std::string& lab
   auto tok = tokenizer::Tokenizer::from_gguf(*file);
   auto tokens = tok.encode(ss.str(), /*parse_special=*/false);
   auto model = models::load(file, backend);
-  SessionParams sp;
-  sp.n_ctx = 256;
-  Session s(*model, backend, sp);
-  auto r = perplexity(s, tokens, 100);
+  ModelRunner runner(*model, backend, perplexity_runner_params(256, 512, DType::F16));
+  auto r = perplexity(runner, tokens, 256, 100);
   std::printf("[ %s %s ] PPL = %.4f +/- %.5f over %d chunks (llama.cpp %.4f, diff %+.3f %%)\n", label.c_str(), c.file,
               r.ppl, r.ppl_stderr, r.n_chunks, c.llama_ppl, 100.0 * (r.ppl / c.llama_ppl - 1.0));
   EXPECT_EQ(r.n_chunks, 100);

@@ -75,10 +75,13 @@ void check_qkv(const QkvCase& c) {
   const int64_t n_embd = 48, hd = 32, n_head = 4, n_kv = 2, T = 3, n_ctx = 16;
   const float eps = 1e-6f;
   Tensor *x = nullptr, *wq = nullptr, *wk = nullptr, *wv = nullptr, *bq = nullptr, *bk = nullptr, *bv = nullptr;
-  Tensor *qn = nullptr, *kn = nullptr, *pos = nullptr, *kc = nullptr, *vc = nullptr;
+  Tensor *qn = nullptr, *kn = nullptr, *pos = nullptr, *cells = nullptr, *kc = nullptr, *vc = nullptr;
+  // Positions drive RoPE; cells (scattered, unlike the positions) say where the cache rows go.
   LeafData data([&](Tensor& leaf) {
     if (leaf.type == DType::I32)
-      for (int64_t i = 0; i < leaf.nelements(); ++i) static_cast<int32_t*>(leaf.data)[i] = static_cast<int32_t>(c.past + i);
+      for (int64_t i = 0; i < leaf.nelements(); ++i)
+        static_cast<int32_t*>(leaf.data)[i] =
+            leaf.name == "cells" ? static_cast<int32_t>((5 * i + 3 + c.past) % n_ctx) : static_cast<int32_t>(c.past + i);
     else fill_random(leaf);
   });
   ops::QkvParams p;
@@ -108,14 +111,16 @@ void check_qkv(const QkvCase& c) {
       qn = ctx.new_tensor(DType::F32, {hd});
       kn = ctx.new_tensor(DType::F32, {hd});
     }
-    pos = ctx.new_tensor(DType::I32, {T});
+    pos = ctx.new_tensor(DType::I32, {T}, "pos");
+    cells = ctx.new_tensor(DType::I32, {T}, "cells");
     kc = ctx.new_tensor(DType::F32, {hd, n_kv, n_ctx});
     vc = ctx.new_tensor(DType::F32, {hd, n_kv, n_ctx});
-    return ops::qkv(ctx, x, {wq, wk, wv, bq, bk, bv, qn, kn}, pos, kc, vc, p);
+    return ops::qkv(ctx, x, {wq, wk, wv, bq, bk, bv, qn, kn}, pos, cells, kc, vc, p);
   }, data);
 
   Nd X(*x), WQ(*wq), WK(*wk), WV(*wv);
   auto positions = ints(*pos);
+  auto cell_of = ints(*cells);
   auto head_post = [&](std::vector<double> y, Tensor* b, Tensor* norm, bool rope, int32_t position) {
     const int64_t nh = static_cast<int64_t>(y.size()) / hd;
     if (b)
@@ -149,8 +154,9 @@ void check_qkv(const QkvCase& c) {
     auto v = head_post(matvec(WV, X, t), bv, nullptr, false, ps);
     for (int64_t h = 0; h < n_kv; ++h)
       for (int64_t i = 0; i < hd; ++i) {
-        kv_err = std::max(kv_err, std::abs(KC.at(i, h, ps) - k[static_cast<size_t>(h * hd + i)]));
-        kv_err = std::max(kv_err, std::abs(VC.at(i, h, ps) - v[static_cast<size_t>(h * hd + i)]));
+        const int32_t cl = cell_of[static_cast<size_t>(t)];
+        kv_err = std::max(kv_err, std::abs(KC.at(i, h, cl) - k[static_cast<size_t>(h * hd + i)]));
+        kv_err = std::max(kv_err, std::abs(VC.at(i, h, cl) - v[static_cast<size_t>(h * hd + i)]));
       }
   }
   const std::string what = fmt::format("qkv adjacent={} bias={} qk_norm={} past={}", c.adjacent, c.bias, c.qk_norm, c.past);

@@ -34,7 +34,8 @@ TEST(OpErrors, ShapeMismatchesNameTheOpAndShapes) {
   EXPECT_NE(m.find("CONCAT"), std::string::npos) << m;
   Tensor* q = c.new_tensor(DType::F32, {64, 3, 2});
   Tensor* k = c.new_tensor(DType::F16, {64, 2, 10});
-  m = error_of([&] { ops::attention(c, q, k, k, c.new_tensor(DType::I32, {2}), 1.0f); });
+  Tensor* idx = c.new_tensor(DType::I32, {2});
+  m = error_of([&] { ops::attention(c, q, k, k, idx, idx, c.new_tensor(DType::I32, {10, 1}), 1, 1.0f); });
   EXPECT_NE(m.find("n_head 3 is not a multiple of n_head_kv 2"), std::string::npos) << m;
   m = error_of([&] { ops::get_rows(c, a, b); });
   EXPECT_NE(m.find("GET_ROWS"), std::string::npos) << m;

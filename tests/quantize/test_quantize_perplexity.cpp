@@ -50,10 +50,8 @@ TEST_P(QuantizedPerplexity, WithinOnePercentOfLlamaCpp) {
   const auto tokens = tok.encode(ss.str(), /*parse_special=*/false);
   CpuBackend cpu(0);
   auto model = models::load(file, cpu);
-  SessionParams sp;
-  sp.n_ctx = 256;
-  Session s(*model, cpu, sp);
-  const auto r = perplexity(s, tokens, 100);
+  ModelRunner runner(*model, cpu, perplexity_runner_params(256, 512, DType::F16));
+  const auto r = perplexity(runner, tokens, 256, 100);
   std::printf("[ %s -> %s ] PPL = %.4f +/- %.5f over %d chunks (llama.cpp's %s: %.4f, diff %+.3f %%)\n", c.f16, c.type,
               r.ppl, r.ppl_stderr, r.n_chunks, c.type, c.llama_ppl, 100.0 * (r.ppl / c.llama_ppl - 1.0));
   EXPECT_EQ(r.n_chunks, 100);

@@ -79,6 +79,9 @@ class BlockPool {
   /// unreferenced or out-of-range b.
   bool set_hash(int32_t b, uint64_t hash);
 
+  /// Forgets b's hash, if any (its content is about to change). Throws std::out_of_range.
+  void clear_hash(int32_t b);
+
   /// The block registered under `hash`, with one more reference (a cached block is revived to
   /// ref 1 and leaves the eviction order), or -1 when none is.
   int32_t find(uint64_t hash);

@@ -1,0 +1,157 @@
+#include "runtime/model_runner.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace minfer {
+namespace {
+
+KvCacheParams kv_params(const Model& model, const RunnerParams& p) {
+  if (p.n_batch <= 0) throw std::invalid_argument(fmt::format("n_batch must be positive, got {}", p.n_batch));
+  if (p.n_seq_max <= 0) throw std::invalid_argument(fmt::format("the sequence count must be positive, got {}", p.n_seq_max));
+  KvCacheParams kp;
+  kp.n_ctx = ModelRunner::resolve_n_ctx(model, p);
+  kp.block_size = p.block_size;
+  kp.n_seq_max = p.n_seq_max;
+  kp.n_ctx_seq = p.n_ctx_seq > 0 ? p.n_ctx_seq : std::min(kp.n_ctx, std::max(1, model.hparams().n_ctx_train));
+  kp.type = p.kv_type;
+  return kp;
+}
+
+}  // namespace
+
+int32_t ModelRunner::resolve_n_ctx(const Model& model, const RunnerParams& p) {
+  if (p.n_ctx > 0) return p.n_ctx;
+  if (p.n_ctx < 0) throw std::invalid_argument(fmt::format("n_ctx must be >= 0, got {}", p.n_ctx));
+  const HParams& h = model.hparams();
+  const size_t per_cell = KvCache::bytes_per_cell(h.n_layer, h.n_head_kv, h.head_dim, h.head_dim_v, p.kv_type);
+  const auto budget = static_cast<int64_t>(p.kv_budget_bytes / std::max<size_t>(per_cell, 1));
+  const int64_t want = static_cast<int64_t>(std::max(1, h.n_ctx_train)) * std::max(1, p.n_seq_max);
+  return static_cast<int32_t>(std::clamp<int64_t>(std::min(want, budget), 1, int64_t{1} << 30));
+}
+
+int64_t ModelRunner::bucket(int64_t n) { return n <= 16 ? n : (n + 15) / 16 * 16; }
+
+ModelRunner::ModelRunner(const Model& model, Backend& backend, const RunnerParams& p)
+    : model_(model),
+      backend_(backend),
+      params_(p),
+      kv_(backend, model.hparams().n_layer, model.hparams().n_head_kv, model.hparams().head_dim,
+          model.hparams().head_dim_v, kv_params(model, p)),
+      exec_(backend) {
+  params_.n_ctx = kv_.n_ctx();
+  params_.n_ctx_seq = kv_.n_ctx_seq();
+  // Measure pass: the largest ubatch with all logits is the worst case of every later graph, so
+  // building (and keeping) it now sizes the arena once and makes an impossible setup fail here.
+  const int64_t n = bucket(std::min(params_.n_batch, kv_.n_ctx()));
+  step_graph(n, n);
+}
+
+ModelRunner::StepGraph& ModelRunner::step_graph(int64_t n_tokens, int64_t n_out) {
+  for (auto it = graphs_.begin(); it != graphs_.end(); ++it) {
+    if (it->n_tokens != n_tokens || it->n_out != n_out) continue;
+    graphs_.splice(graphs_.begin(), graphs_, it);
+    StepGraph& sg = graphs_.front();
+    // Another shape may have grown (replaced) the arena since: place this graph again.
+    if (sg.arena_generation != exec_.allocator().generation()) {
+      exec_.allocate(*sg.ctx, sg.graph);
+      sg.arena_generation = exec_.allocator().generation();
+    }
+    return sg;
+  }
+  if (graphs_.size() == kMaxStepGraphs) graphs_.pop_back();
+  StepGraph& sg = graphs_.emplace_front();
+  sg.n_tokens = n_tokens;
+  sg.n_out = n_out;
+  sg.ctx = std::make_unique<Context>();
+  Context& ctx = *sg.ctx;
+  sg.batch.tokens = ctx.new_tensor(DType::I32, {n_tokens}, "tokens");
+  sg.batch.pos = ctx.new_tensor(DType::I32, {n_tokens}, "pos");
+  sg.batch.seq = ctx.new_tensor(DType::I32, {n_tokens}, "seq");
+  sg.batch.cells = ctx.new_tensor(DType::I32, {n_tokens}, "cells");
+  sg.batch.out_rows = ctx.new_tensor(DType::I32, {n_out}, "out_rows");
+  for (Tensor* t : {sg.batch.tokens, sg.batch.pos, sg.batch.seq, sg.batch.cells, sg.batch.out_rows})
+    t->flags |= kTensorInput;
+  sg.logits = model_.build(ctx, sg.batch, kv_);
+  sg.graph.add_output(sg.logits);
+  exec_.allocate(ctx, sg.graph);
+  sg.arena_generation = exec_.allocator().generation();
+  return sg;
+}
+
+std::span<const float> ModelRunner::decode(std::span<const BatchToken> batch) {
+  const auto n = static_cast<int64_t>(batch.size());
+  if (n == 0) throw std::invalid_argument("decode: empty batch");
+  if (n > params_.n_batch)
+    throw std::invalid_argument(fmt::format("decode: {} tokens exceed the batch size {} (n_batch)", n, params_.n_batch));
+  const int32_t n_vocab = model_.hparams().n_vocab;
+  // Tokens per sequence, in order of first appearance; validate before touching the cache.
+  std::vector<std::pair<int32_t, int32_t>> counts;  // (seq, tokens)
+  std::unordered_map<int32_t, size_t> where;
+  int64_t n_logits = 0;
+  for (const BatchToken& t : batch) {
+    if (t.token < 0 || t.token >= n_vocab)
+      throw std::invalid_argument(fmt::format("token id {} outside the vocabulary [0, {})", t.token, n_vocab));
+    if (!kv_.seq_exists(t.seq)) throw std::invalid_argument(fmt::format("decode: sequence {} does not exist", t.seq));
+    auto [it, fresh] = where.try_emplace(t.seq, counts.size());
+    if (fresh) counts.emplace_back(t.seq, 0);
+    ++counts[it->second].second;
+    n_logits += t.logits ? 1 : 0;
+  }
+  // Cells for every sequence, all or nothing.
+  std::vector<int32_t> first_pos(counts.size()), first_cell(counts.size());
+  std::vector<int32_t> cells;
+  cells.reserve(static_cast<size_t>(n));
+  size_t done = 0;
+  try {
+    for (; done < counts.size(); ++done) {
+      first_pos[done] = kv_.seq_len(counts[done].first);
+      first_cell[done] = static_cast<int32_t>(cells.size());
+      kv_.seq_append(counts[done].first, counts[done].second, cells);
+    }
+  } catch (...) {
+    for (size_t i = 0; i < done; ++i) kv_.seq_truncate(counts[i].first, first_pos[i]);
+    throw;
+  }
+
+  const int64_t n_pad = bucket(n), n_out = bucket(std::max<int64_t>(n_logits, 1));
+  tokens_.assign(static_cast<size_t>(n_pad), 0);
+  pos_.assign(static_cast<size_t>(n_pad), 0);
+  seq_.assign(static_cast<size_t>(n_pad), kv_.null_seq());
+  cells_.assign(static_cast<size_t>(n_pad), kv_.null_cell());
+  rows_.assign(static_cast<size_t>(n_out), 0);
+  std::vector<int32_t> seen(counts.size(), 0);
+  int64_t r = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const BatchToken& t = batch[static_cast<size_t>(i)];
+    const size_t c = where[t.seq];
+    const auto ui = static_cast<size_t>(i);
+    tokens_[ui] = t.token;
+    pos_[ui] = first_pos[c] + seen[c];
+    seq_[ui] = t.seq;
+    cells_[ui] = cells[static_cast<size_t>(first_cell[c] + seen[c])];
+    ++seen[c];
+    if (t.logits) rows_[static_cast<size_t>(r++)] = static_cast<int32_t>(i);
+  }
+  try {
+    StepGraph& sg = step_graph(n_pad, n_out);
+    kv_.sync();
+    backend_.set_tensor(*sg.batch.tokens, tokens_.data(), 0, tokens_.size() * 4);
+    backend_.set_tensor(*sg.batch.pos, pos_.data(), 0, pos_.size() * 4);
+    backend_.set_tensor(*sg.batch.seq, seq_.data(), 0, seq_.size() * 4);
+    backend_.set_tensor(*sg.batch.cells, cells_.data(), 0, cells_.size() * 4);
+    backend_.set_tensor(*sg.batch.out_rows, rows_.data(), 0, rows_.size() * 4);
+    exec_.compute(sg.graph);
+    logits_.resize(static_cast<size_t>(n_logits) * static_cast<size_t>(n_vocab));
+    if (n_logits > 0) backend_.get_tensor(*sg.logits, logits_.data(), 0, logits_.size() * 4);
+    backend_.synchronize();
+  } catch (...) {
+    for (size_t i = 0; i < counts.size(); ++i) kv_.seq_truncate(counts[i].first, first_pos[i]);
+    throw;
+  }
+  return logits_;
+}
+
+}  // namespace minfer

@@ -1,0 +1,100 @@
+// ModelRunner: one forward pass over a batch of tokens from any number of sequences.
+//
+// The runner owns the paged KV cache (runtime/kv_cache.h) and the graphs: each batch is padded to
+// a bucketed shape (tokens, logit rows), and the graph of each shape is built, lowered and
+// allocated once and kept, so a decode step only writes its inputs (tokens, positions, sequence
+// ids, cells, logit rows) and computes — and a CUDA backend replays its captured graph — at any
+// depth and for any mix of sequences. Padding rows belong to the KV cache's null sequence: they
+// store into the null block and read only from it.
+//
+// Everything above it — Session (one sequence), the Scheduler (many, continuous batching),
+// perplexity, speculative decoding, the benches — evaluates tokens through decode().
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "ops/executor.h"
+#include "runtime/kv_cache.h"
+#include "runtime/model.h"
+
+namespace minfer {
+
+struct RunnerParams {
+  /// KV pool cells over all sequences (-c). 0: the model's context_length times n_seq_max,
+  /// capped by kv_budget_bytes.
+  int32_t n_ctx = 0;
+  int32_t n_batch = 512;   ///< max tokens per forward pass (the ubatch)
+  int32_t n_seq_max = 1;   ///< sequences that may exist at once
+  /// Tokens one sequence may hold: 0 means min(n_ctx, context_length).
+  int32_t n_ctx_seq = 0;
+  int32_t block_size = 32;  ///< KV cells per block (docs/perf/*-paged-kv.md says why 32)
+  DType kv_type = DType::F16;
+  size_t kv_budget_bytes = size_t{4} << 30;  ///< cap for the default n_ctx
+};
+
+/// One token of a batch: appended to sequence `seq` at its next position.
+struct BatchToken {
+  int32_t seq = 0;
+  int32_t token = 0;
+  bool logits = false;  ///< return this row's logits
+};
+
+class ModelRunner {
+ public:
+  /// Allocates the KV cache and reserves the arena for a full ubatch with every row's logits (so
+  /// an impossible configuration fails here with OutOfMemoryError, not mid-generation). Throws
+  /// std::invalid_argument for bad params.
+  ModelRunner(const Model& model, Backend& backend, const RunnerParams& p = {});
+
+  /// Evaluates `batch` (1 .. n_batch tokens). Each token is appended to its sequence: the tokens
+  /// of one sequence take its next positions in batch order. Returns the logits of the rows with
+  /// `logits` set, in batch order: f32 [n_logits * n_vocab], valid until the next call. All or
+  /// nothing: throws KvPoolFullError / ContextFullError naming the sequence that does not fit,
+  /// std::invalid_argument for an empty or oversized batch, a token id outside the vocabulary or a
+  /// sequence that does not exist — and then no sequence has changed.
+  std::span<const float> decode(std::span<const BatchToken> batch);
+
+  KvCache& kv() { return kv_; }
+  const KvCache& kv() const { return kv_; }
+  const Model& model() const { return model_; }
+  Backend& backend() const { return backend_; }
+  Executor& executor() { return exec_; }
+  const RunnerParams& params() const { return params_; }
+  int32_t n_batch() const { return params_.n_batch; }
+  int32_t n_vocab() const { return model_.hparams().n_vocab; }
+
+  /// The padded size a batch of n rows runs at: exact up to 16 (the decode kernels' rows), then
+  /// multiples of 16.
+  static int64_t bucket(int64_t n);
+  /// The pool size a runner would use for `model` under `p` (resolves n_ctx = 0).
+  static int32_t resolve_n_ctx(const Model& model, const RunnerParams& p);
+
+ private:
+  // A built, lowered and allocated forward graph for one (tokens, logit rows) shape.
+  struct StepGraph {
+    int64_t n_tokens = 0, n_out = 0;
+    std::unique_ptr<Context> ctx;
+    Graph graph;
+    Batch batch;
+    Tensor* logits = nullptr;
+    uint64_t arena_generation = 0;
+  };
+  static constexpr size_t kMaxStepGraphs = 64;
+
+  StepGraph& step_graph(int64_t n_tokens, int64_t n_out);
+
+  const Model& model_;
+  Backend& backend_;
+  RunnerParams params_;
+  KvCache kv_;
+  Executor exec_;
+  std::list<StepGraph> graphs_;  // most recently used first
+  std::vector<float> logits_;
+  std::vector<int32_t> tokens_, pos_, seq_, cells_, rows_;  // staging for the inputs
+};
+
+}  // namespace minfer

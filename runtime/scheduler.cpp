@@ -1,0 +1,377 @@
+#include "runtime/scheduler.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "runtime/token_sink.h"
+
+namespace minfer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+}  // namespace
+
+struct Scheduler::Seq {
+  Req* req = nullptr;
+  int32_t choice = 0;
+  int32_t kv = -1;        // KV sequence, -1 while waiting
+  bool borrowed = false;  // the caller's sequence: never freed or preempted here
+  std::vector<int32_t> pending;  // tokens still to evaluate (prompt chunks, or a recompute)
+  std::vector<int32_t> history;  // tokens evaluated into kv by this scheduler (for a recompute)
+  int32_t next = -1;             // sampled token to evaluate in the next step
+  bool sampled = false;          // has sampled at least one token
+  Sampler* sampler = nullptr;
+  std::unique_ptr<Sampler> own_sampler;
+  std::function<void(std::string_view)> text_cb;
+  std::unique_ptr<TokenSink> sink;
+  bool done = false;
+  Clock::time_point t_admit, t_first;
+};
+
+struct Scheduler::Req {
+  RequestId id = 0;
+  Request r;
+  RequestResult result;
+  std::vector<std::unique_ptr<Seq>> seqs;
+  int32_t live = 0;
+  bool forked = false;
+  bool cancel = false;
+  bool finished = false;
+};
+
+Scheduler::Scheduler(ModelRunner& runner, const tokenizer::Tokenizer& tok, const SchedulerParams& p)
+    : runner_(runner), tok_(tok) {
+  n_batch_ = p.n_batch > 0 ? std::min(p.n_batch, runner.n_batch()) : runner.n_batch();
+  n_parallel_ = p.n_parallel > 0 ? std::min(p.n_parallel, runner.kv().n_seq_max()) : runner.kv().n_seq_max();
+  n_parallel_ = std::min(n_parallel_, n_batch_);  // every running sequence gets its decode row
+}
+
+Scheduler::~Scheduler() {
+  for (auto& [id, r] : reqs_)
+    for (auto& s : r->seqs)
+      if (s->kv >= 0 && !s->borrowed && runner_.kv().seq_exists(s->kv)) runner_.kv().seq_free(s->kv);
+}
+
+int32_t Scheduler::n_running() const { return static_cast<int32_t>(running_.size()); }
+
+RequestId Scheduler::submit(Request r) {
+  if (r.prompt.empty()) throw std::invalid_argument("submit: empty prompt");
+  if (r.n_choices < 1) throw std::invalid_argument(fmt::format("submit: n_choices must be >= 1, got {}", r.n_choices));
+  const int32_t n_vocab = runner_.n_vocab();
+  for (int32_t t : r.prompt)
+    if (t < 0 || t >= n_vocab) throw std::invalid_argument(fmt::format("token id {} outside the vocabulary [0, {})", t, n_vocab));
+  KvCache& kv = runner_.kv();
+  int64_t before = 0;
+  if (r.seq >= 0) {
+    if (!kv.seq_exists(r.seq)) throw std::invalid_argument(fmt::format("submit: KV sequence {} does not exist", r.seq));
+    before = kv.seq_len(r.seq);
+  }
+  const int64_t need = before + static_cast<int64_t>(r.prompt.size());
+  const int64_t limit = std::min<int64_t>(kv.n_ctx_seq(), kv.n_ctx());
+  if (need > limit)
+    throw ContextFullError(fmt::format("the prompt needs {} positions ({} evaluated + {} new) but the context holds {} "
+                                       "(n_ctx); use -c to raise it",
+                                       need, before, r.prompt.size(), limit));
+  auto req = std::make_unique<Req>();
+  req->id = next_id_++;
+  req->r = std::move(r);
+  req->result.choices.resize(static_cast<size_t>(req->r.n_choices));
+  auto s = std::make_unique<Seq>();
+  s->req = req.get();
+  s->kv = req->r.seq;
+  s->borrowed = req->r.seq >= 0;
+  s->pending = req->r.prompt;
+  if (req->r.sampler) {
+    s->sampler = req->r.sampler;
+  } else {
+    s->own_sampler = std::make_unique<Sampler>(req->r.sampling);
+    s->sampler = s->own_sampler.get();
+  }
+  for (int32_t t : req->r.prompt) s->sampler->accept(t);
+  GenerateResult& res = req->result.choices[0];
+  res.prompt_ids = req->r.prompt;
+  Req* rp = req.get();
+  s->text_cb = [rp](std::string_view text) {
+    if (rp->r.on_text) rp->r.on_text(0, text);
+  };
+  s->sink = std::make_unique<TokenSink>(tok_, *s->sampler, rp->r.params, res, s->text_cb);
+  waiting_.push_back(req.get());
+  req->seqs.push_back(std::move(s));
+  req->live = 1;
+  const RequestId id = req->id;
+  reqs_.emplace(id, std::move(req));
+  return id;
+}
+
+void Scheduler::cancel(RequestId id) {
+  auto it = reqs_.find(id);
+  if (it != reqs_.end() && !it->second->finished) it->second->cancel = true;
+}
+
+bool Scheduler::finished(RequestId id) const {
+  auto it = reqs_.find(id);
+  return it != reqs_.end() && it->second->finished;
+}
+
+RequestResult Scheduler::take(RequestId id) {
+  auto it = reqs_.find(id);
+  if (it == reqs_.end()) throw std::logic_error(fmt::format("take: unknown request {}", id));
+  if (!it->second->finished) throw std::logic_error(fmt::format("take: request {} has not finished", id));
+  RequestResult out = std::move(it->second->result);
+  reqs_.erase(it);
+  return out;
+}
+
+void Scheduler::retire(Seq& s) {
+  if (s.done) return;
+  s.done = true;
+  if (s.kv >= 0 && !s.borrowed) runner_.kv().seq_free(s.kv);
+  if (!s.borrowed) s.kv = -1;
+  running_.remove(&s);
+  GenerateResult& res = s.req->result.choices[static_cast<size_t>(s.choice)];
+  if (s.sampled) res.decode_ms = ms_between(s.t_first, Clock::now());
+  if (--s.req->live == 0) finish_request(*s.req);
+}
+
+void Scheduler::finish_request(Req& r) {
+  r.finished = true;
+  std::erase(waiting_, &r);
+}
+
+void Scheduler::fail(Req& r, const std::string& why) {
+  if (r.result.error.empty()) r.result.error = why;
+  for (auto& s : r.seqs) {
+    if (s->done) continue;
+    GenerateResult& res = r.result.choices[static_cast<size_t>(s->choice)];
+    if (res.stop_reason.empty()) res.stop_reason = "error";
+    s->sink->finish();
+    retire(*s);
+  }
+}
+
+// Requests enter as their first sequence; a preempted sequence re-enters the same way, carrying
+// the tokens to recompute.
+bool Scheduler::admit(Req& r) {
+  KvCache& kv = runner_.kv();
+  for (auto& sp : r.seqs) {
+    Seq& s = *sp;
+    if (s.done || std::find(running_.begin(), running_.end(), &s) != running_.end()) continue;
+    if (static_cast<int32_t>(running_.size()) >= n_parallel_) return false;
+    const bool fresh_kv = s.kv < 0;
+    if (fresh_kv && kv.n_seq() >= kv.n_seq_max()) return false;
+    const int32_t have = fresh_kv ? 0 : kv.seq_len(s.kv);
+    const int32_t need =
+        static_cast<int32_t>((have + static_cast<int64_t>(s.pending.size()) + kv.block_size() - 1) / kv.block_size()) -
+        (fresh_kv ? 0 : static_cast<int32_t>(kv.seq_blocks(s.kv).size()));
+    // Headroom of one block per running sequence, so admitting does not force a preemption.
+    if (!running_.empty() && need > kv.pool().n_free() - static_cast<int32_t>(running_.size())) return false;
+    if (need > kv.pool().n_free()) {
+      fail(r, fmt::format("the KV pool has {} free blocks of {} tokens but the prompt needs {}; use -c to raise it",
+                          kv.pool().n_free(), kv.block_size(), need));
+      return true;
+    }
+    if (fresh_kv) s.kv = kv.seq_new();
+    s.t_admit = Clock::now();
+    running_.push_back(&s);
+  }
+  return true;
+}
+
+// The most recently admitted sequence other than `needy` that may be recomputed goes back to the
+// head of the queue.
+bool Scheduler::preempt_for(const Seq& needy) {
+  for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+    Seq& v = **it;
+    if (&v == &needy || v.borrowed) continue;
+    std::vector<int32_t> redo = v.history;
+    redo.insert(redo.end(), v.pending.begin(), v.pending.end());
+    if (v.next >= 0) redo.push_back(v.next);
+    runner_.kv().seq_free(v.kv);
+    v.kv = -1;
+    v.history.clear();
+    v.pending = std::move(redo);
+    v.next = -1;
+    running_.erase(std::next(it).base());
+    if (std::find(waiting_.begin(), waiting_.end(), v.req) == waiting_.end()) waiting_.push_front(v.req);
+    ++stats_.preemptions;
+    return true;
+  }
+  return false;
+}
+
+std::vector<Scheduler::Seq*> Scheduler::start_choices(Req& r, Seq& parent) {
+  r.forked = true;
+  std::vector<Seq*> kids;
+  for (int32_t c = 1; c < r.r.n_choices; ++c) {
+    auto s = std::make_unique<Seq>();
+    s->req = &r;
+    s->choice = c;
+    s->kv = runner_.kv().seq_fork(parent.kv);
+    s->history = parent.history;
+    s->own_sampler = std::make_unique<Sampler>(parent.sampler->fork());
+    s->sampler = s->own_sampler.get();
+    GenerateResult& res = r.result.choices[static_cast<size_t>(c)];
+    res.prompt_ids = r.r.prompt;
+    res.n_prompt_eval = 0;
+    Req* rp = &r;
+    s->text_cb = [rp, c](std::string_view text) {
+      if (rp->r.on_text) rp->r.on_text(c, text);
+    };
+    s->sink = std::make_unique<TokenSink>(tok_, *s->sampler, r.r.params, res, s->text_cb);
+    s->t_admit = parent.t_admit;
+    running_.push_back(s.get());
+    kids.push_back(s.get());
+    r.seqs.push_back(std::move(s));
+    ++r.live;
+  }
+  return kids;
+}
+
+// Commits a sampled token; false when the sequence is done.
+bool Scheduler::commit(Seq& s, int32_t token) {
+  GenerateResult& res = s.req->result.choices[static_cast<size_t>(s.choice)];
+  if (!s.sampled) {
+    s.sampled = true;
+    s.t_first = Clock::now();
+    res.prefill_ms = ms_between(s.t_admit, s.t_first);
+  }
+  ++stats_.generated_tokens;
+  const bool more = s.sink->push(token);
+  if (s.req->r.on_token) s.req->r.on_token(s.choice, token);
+  if (!more) return false;
+  if (runner_.kv().seq_len(s.kv) + 1 > runner_.kv().n_ctx_seq()) {
+    res.stop_reason = "context";
+    return false;
+  }
+  s.next = token;
+  return true;
+}
+
+bool Scheduler::step() {
+  // Cancelled requests retire first.
+  for (auto& [id, r] : reqs_) {
+    if (!r->cancel || r->finished) continue;
+    r->result.cancelled = true;
+    for (auto& s : r->seqs) {
+      GenerateResult& res = r->result.choices[static_cast<size_t>(s->choice)];
+      if (res.stop_reason.empty()) res.stop_reason = "cancelled";
+      retire(*s);
+    }
+  }
+  while (!waiting_.empty()) {
+    Req* r = waiting_.front();
+    if (!admit(*r)) break;
+    if (!waiting_.empty() && waiting_.front() == r) waiting_.pop_front();  // (a failed one is gone already)
+  }
+  if (running_.empty()) {
+    if (waiting_.empty()) return false;
+    // Nothing runs and the head of the queue cannot start: blocks are held outside the scheduler.
+    fail(*waiting_.front(), fmt::format("the KV pool has {} free blocks, too few for the prompt (other sequences hold "
+                                        "the rest); use -c to raise it",
+                                        runner_.kv().pool().n_free()));
+    return true;
+  }
+
+  KvCache& kv = runner_.kv();
+  std::vector<BatchToken> batch;
+  std::vector<Seq*> row_seq;                       // the sequence of each logits row
+  std::vector<std::pair<Seq*, int32_t>> fed;       // tokens fed per sequence this step
+  for (;;) {
+    batch.clear();
+    row_seq.clear();
+    fed.clear();
+    int32_t free = kv.pool().n_free();
+    int32_t budget = n_batch_;
+    bool starved = false;
+    for (Seq* s : running_) {
+      if (s->next < 0) continue;
+      const int32_t need = kv.blocks_needed(s->kv, 1);
+      if (need > free) {
+        starved = true;
+        if (preempt_for(*s)) break;
+        // Alone (or with borrowed sequences only) and out of blocks.
+        s->req->result.choices[static_cast<size_t>(s->choice)].stop_reason = "kv_full";
+        s->sink->finish();
+        retire(*s);
+        break;
+      }
+      free -= need;
+      batch.push_back({s->kv, s->next, true});
+      row_seq.push_back(s);
+      fed.emplace_back(s, 1);
+      --budget;
+    }
+    if (starved) continue;  // the running set changed: plan again
+    for (Seq* s : running_) {
+      if (s->pending.empty() || budget == 0) continue;
+      auto n = std::min<int32_t>(budget, static_cast<int32_t>(s->pending.size()));
+      while (n > 0 && kv.blocks_needed(s->kv, n) > free) n = kv.blocks_needed(s->kv, 1) > free ? 0 : n / 2;
+      if (n == 0) continue;
+      free -= kv.blocks_needed(s->kv, n);
+      const bool completes = n == static_cast<int32_t>(s->pending.size());
+      for (int32_t i = 0; i < n; ++i) batch.push_back({s->kv, s->pending[static_cast<size_t>(i)], completes && i + 1 == n});
+      if (completes) row_seq.push_back(s);
+      fed.emplace_back(s, n);
+      budget -= n;
+    }
+    if (!batch.empty()) break;
+    if (running_.empty()) return true;
+    // Every running sequence is prefilling and the pool is full: recompute the newest later.
+    if (!preempt_for(*running_.front())) {
+      fail(*running_.front()->req, "the KV pool is exhausted by sequences outside the scheduler; use -c to raise it");
+      return true;
+    }
+  }
+
+  const std::span<const float> logits = runner_.decode(batch);
+  ++stats_.steps;
+  stats_.max_batch_rows = std::max<int64_t>(stats_.max_batch_rows, static_cast<int64_t>(batch.size()));
+  for (auto [s, n] : fed) {
+    if (s->next >= 0) {
+      s->history.push_back(s->next);
+      s->next = -1;
+      continue;
+    }
+    s->history.insert(s->history.end(), s->pending.begin(), s->pending.begin() + n);
+    s->pending.erase(s->pending.begin(), s->pending.begin() + n);
+    if (!s->sampled) {
+      stats_.prompt_tokens += n;
+      s->req->result.choices[static_cast<size_t>(s->choice)].n_prompt_eval += n;
+    }
+  }
+  const auto n_vocab = static_cast<size_t>(runner_.n_vocab());
+  std::vector<Seq*> ended;
+  for (size_t i = 0; i < row_seq.size(); ++i) {
+    Seq& s = *row_seq[i];
+    const std::span<const float> row = logits.subspan(i * n_vocab, n_vocab);
+    Req& r = *s.req;
+    if (!s.sampled && r.r.params.n_predict == 0) {  // prefill only, as llama.cpp's -n 0
+      r.result.choices[static_cast<size_t>(s.choice)].stop_reason = "length";
+      ended.push_back(&s);
+      continue;
+    }
+    // The other choices fork from this row and sample from it too.
+    if (!s.sampled && !r.forked && r.r.n_choices > 1)
+      for (Seq* kid : start_choices(r, s))
+        if (!commit(*kid, kid->sampler->sample(row))) ended.push_back(kid);
+    if (!commit(s, s.sampler->sample(row))) ended.push_back(&s);
+  }
+  for (Seq* s : ended) {
+    s->sink->finish();
+    retire(*s);
+  }
+  return true;
+}
+
+void Scheduler::run() {
+  while (step()) {
+  }
+}
+
+}  // namespace minfer
