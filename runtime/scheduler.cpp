@@ -62,7 +62,9 @@ int32_t Scheduler::n_running() const { return static_cast<int32_t>(running_.size
 
 RequestId Scheduler::submit(Request r) {
   if (r.prompt.empty()) throw std::invalid_argument("submit: empty prompt");
-  if (r.n_choices < 1) throw std::invalid_argument(fmt::format("submit: n_choices must be >= 1, got {}", r.n_choices));
+  if (r.n_choices < 1 || r.n_choices > n_parallel_)
+    throw std::invalid_argument(fmt::format("submit: n_choices must be in [1, {}] (the parallel sequences), got {}",
+                                            n_parallel_, r.n_choices));
   const int32_t n_vocab = runner_.n_vocab();
   for (int32_t t : r.prompt)
     if (t < 0 || t >= n_vocab) throw std::invalid_argument(fmt::format("token id {} outside the vocabulary [0, {})", t, n_vocab));
@@ -162,9 +164,15 @@ bool Scheduler::admit(Req& r) {
   for (auto& sp : r.seqs) {
     Seq& s = *sp;
     if (s.done || std::find(running_.begin(), running_.end(), &s) != running_.end()) continue;
-    if (static_cast<int32_t>(running_.size()) >= n_parallel_) return false;
+    // A request not forked yet needs the slots of all its choices; running ones not forked yet
+    // hold theirs.
+    int32_t reserved = 0;
+    for (const Seq* q : running_)
+      if (!q->req->forked) reserved += q->req->r.n_choices - 1;
+    const int32_t slots = r.forked ? 1 : r.r.n_choices;
+    if (static_cast<int32_t>(running_.size()) + reserved + slots > n_parallel_) return false;
     const bool fresh_kv = s.kv < 0;
-    if (fresh_kv && kv.n_seq() >= kv.n_seq_max()) return false;
+    if (kv.n_seq() + reserved + (fresh_kv ? slots : slots - 1) > kv.n_seq_max()) return false;
     const int32_t have = fresh_kv ? 0 : kv.seq_len(s.kv);
     const int32_t need =
         static_cast<int32_t>((have + static_cast<int64_t>(s.pending.size()) + kv.block_size() - 1) / kv.block_size()) -
