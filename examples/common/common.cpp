@@ -22,6 +22,8 @@ void add_model_flags(CLI::App& app, ModelArgs& a) {
   app.add_option("-t,--threads", a.threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
   app.add_option("--device", a.device, "cpu, cuda, cuda:N or auto (cuda when a GPU is present)");
   app.add_option("--cache-type", a.kv_type, "KV cache dtype: f16, f32 or q8_0");
+  app.add_option("--block-size", a.block_size, "KV cache cells per block (a power of two)")
+      ->check(CLI::IsMember({1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}));
 }
 
 void add_sampling_flags(CLI::App& app, SamplerParams& p) {
@@ -102,7 +104,23 @@ SessionParams session_params(const ModelArgs& a) {
   auto t = dtype_from_name(a.kv_type);
   if (!t) throw std::invalid_argument(fmt::format("--cache-type {}: unknown dtype", a.kv_type));
   p.kv_type = *t;
+  p.block_size = a.block_size;
   return p;
+}
+
+Args llama_flags(int argc, char** argv, std::initializer_list<std::string_view> multi_letter) {
+  Args r;
+  r.args.assign(argv, argv + argc);
+  for (size_t i = 1; i < r.args.size(); ++i)
+    for (std::string_view f : multi_letter) {
+      std::string& a = r.args[i];
+      if (a == f || (a.size() > f.size() && a.compare(0, f.size(), f) == 0 && a[f.size()] == '=')) {
+        a.insert(0, "-");
+        break;
+      }
+    }
+  for (auto& a : r.args) r.av.push_back(a.data());
+  return r;
 }
 
 int run_main(const std::function<int()>& body) {

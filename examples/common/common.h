@@ -6,6 +6,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "gguf/gguf.h"
 #include "runtime/model.h"
@@ -23,9 +25,10 @@ struct ModelArgs {
   int n_ctx = 0;              ///< -c
   int n_batch = 512;          ///< -b
   std::string kv_type = "f16";
+  int block_size = 32;        ///< --block-size: KV cells per block
 };
 
-/// -m -c -b -t --device --cache-type.
+/// -m -c -b -t --device --cache-type --block-size.
 void add_model_flags(CLI::App& app, ModelArgs& a);
 /// --temp --top-k --top-p --min-p --repeat-penalty --repeat-last-n --presence-penalty
 /// --frequency-penalty --seed.
@@ -60,6 +63,15 @@ struct LoadedDraft {
 LoadedDraft load_draft(const std::string& path, const Loaded& target);
 
 SessionParams session_params(const ModelArgs& a);
+
+/// argv with llama.cpp's multi-letter single-dash flags ("-md", "-ub", "-npl", ...) spelled with
+/// two dashes, which is how CLI11 (which reads "-md" as "-m d") declares them. `av` points into
+/// `args`; pass av.size() and av.data() to MINFER_PARSE.
+struct Args {
+  std::vector<std::string> args;
+  std::vector<char*> av;
+};
+Args llama_flags(int argc, char** argv, std::initializer_list<std::string_view> multi_letter);
 
 /// CLI11_PARSE with the programs' one exit code for bad input: 0 after --help, 1 (with CLI11's
 /// message on stderr) for an unknown flag or a bad value, as for every other error.

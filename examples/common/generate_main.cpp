@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/common.h"
+#include "common/parallel.h"
 #include "runtime/generate.h"
 #include "runtime/speculative.h"
 #include "tokenizer/chat.h"
@@ -42,21 +43,14 @@ size_t first_difference(const std::vector<int32_t>& a, const std::vector<int32_t
 
 int generate_main(int argc, char** argv, const GenerateProgram& program) {
   return run_main([&] {
-    // CLI11 reads "-md" as "-m d": turn llama.cpp's spelling into the long option first.
-    std::vector<std::string> args(argv, argv + argc);
-    for (size_t i = 1; i < args.size(); ++i) {
-      if (args[i] == "-md") args[i] = "--md";
-      else if (args[i].rfind("-md=", 0) == 0) args[i] = "--md=" + args[i].substr(4);
-    }
-    std::vector<char*> av;
-    for (auto& a : args) av.push_back(a.data());
+    auto [args, av] = llama_flags(argc, argv, {"-md", "-np"});
 
     CLI::App app{program.description, program.name};
     ModelArgs margs;
     SamplerParams sp;
     SpeculativeParams spec;
     std::string prompt = "def fibonacci(n):\n    ", prompt_file, system, draft_path;
-    int n_predict = 128;
+    int n_predict = 128, n_parallel = 0;
     bool chat = false, no_think = false, json = false, no_show_prompt = false, no_adaptive = false, no_baseline = false;
     std::vector<std::string> stop;
     add_model_flags(app, margs);
@@ -71,6 +65,10 @@ int generate_main(int argc, char** argv, const GenerateProgram& program) {
     app.add_option("--stop", stop, "stop string (repeatable)");
     app.add_flag("--json", json, "print one JSON object (prompt_ids, ids, text, timings) instead of streaming");
     app.add_flag("--no-show-prompt", no_show_prompt, "do not echo the prompt before the completion");
+    app.add_option("--np,--parallel", n_parallel,
+                   "with -f: every line of the file is a prompt, N of them decoded at once (-np); completions in "
+                   "prompt order")
+        ->check(CLI::Range(1, 4096));
     auto* draft_opt = app.add_option(program.draft_required ? "--md,--model-draft,--draft" : "--draft,--md,--model-draft",
                                      draft_path,
                                      "draft model GGUF for speculative decoding, same vocabulary as -m; also spelled -md "
@@ -110,7 +108,24 @@ int generate_main(int argc, char** argv, const GenerateProgram& program) {
       ss << in.rdbuf();
       prompt = ss.str();
     }
+    if (n_parallel > 0) {
+      if (prompt_file.empty()) throw std::invalid_argument("--parallel needs -f PROMPTS (one prompt a line)");
+      if (speculative || chat) throw std::invalid_argument("--parallel does not combine with --draft or --chat");
+    }
     auto L = load_model(margs);
+    if (n_parallel > 0) {
+      ParallelRun run;
+      run.prompts = prompt_lines(prompt);
+      if (run.prompts.empty()) throw std::invalid_argument(fmt::format("'{}' holds no prompt", prompt_file));
+      for (const auto& p : run.prompts) run.ids.push_back(L.tok->encode(p, /*parse_special=*/false, L.tok->add_bos_default()));
+      run.n_parallel = n_parallel;
+      run.sampling = sp;
+      run.params.n_predict = n_predict;
+      run.params.stop = stop;
+      run.json = json;
+      run.show_prompt = !no_show_prompt;
+      return run_parallel(L, session_params(margs), run);
+    }
     std::optional<LoadedDraft> D;
     if (speculative) D.emplace(load_draft(draft_path, L));
     const auto& tok = *L.tok;

@@ -33,9 +33,11 @@ namespace minfer::cuda {
 enum ErrorCode : int32_t {
   kErrNone = 0,
   kErrGetRowsId = 1,       ///< value = id, limit = n_rows
-  kErrKvStorePos = 2,      ///< value = position, limit = n_ctx
-  kErrAttentionPos = 3,    ///< value = position, limit = n_kv
+  kErrKvStorePos = 2,      ///< value = cell, limit = cells of the cache
+  kErrAttentionPos = 3,    ///< value = position, limit = positions of a block-table row
   kErrSoftMaxPos = 4,      ///< value = position
+  kErrAttentionSeq = 5,    ///< value = sequence, limit = block-table rows
+  kErrAttentionBlock = 6,  ///< value = block-table entry, limit = blocks of the cache
 };
 
 /// The device error record (host-mapped pinned memory): code, node index, value, limit.

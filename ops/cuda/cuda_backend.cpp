@@ -496,11 +496,17 @@ struct BackendImpl final : Scratch {
       case kErrGetRowsId:
         throw OpError(fmt::format("GET_ROWS: id {} outside [0, {}) ({}, {})", r.value, r.limit, node, name));
       case kErrKvStorePos:
-        throw OpError(fmt::format("KV_STORE: position {} outside the cache's [0, {}) ({}, {})", r.value, r.limit, node,
+        throw OpError(fmt::format("KV_STORE: cell {} outside the cache's [0, {}) ({}, {})", r.value, r.limit, node,
                                   name));
       case kErrAttentionPos:
-        throw OpError(fmt::format("ATTENTION: position {} outside the KV length {} ({}, {})", r.value, r.limit, node,
-                                  name));
+        throw OpError(fmt::format("ATTENTION: position {} outside the block table's {} positions ({}, {})", r.value,
+                                  r.limit, node, name));
+      case kErrAttentionSeq:
+        throw OpError(fmt::format("ATTENTION: sequence {} outside the block table's {} rows ({}, {})", r.value, r.limit,
+                                  node, name));
+      case kErrAttentionBlock:
+        throw OpError(fmt::format("ATTENTION: block table entry {} outside the cache's {} blocks ({}, {})", r.value,
+                                  r.limit, node, name));
       case kErrSoftMaxPos:
         throw OpError(fmt::format("SOFT_MAX: negative position {} ({}, {})", r.value, node, name));
       default: throw OpError(fmt::format("{}: kernel error code {} at {}", name, r.code, node));

@@ -1,26 +1,31 @@
-// KV_STORE and ATTENTION on the GPU (semantics of ops/cpu/k_attention.cpp).
+// KV_STORE and ATTENTION on the GPU over the paged KV cache (semantics of ops/cpu/k_attention.cpp).
 //
-// Attention reads every query's position from the pos tensor on the device: query t sees keys
-// 0..pos[t]. The launch shape depends only on tensor shapes, never on the positions, so a
-// captured CUDA graph replays correctly at any depth.
+// Attention reads every query's position and sequence from device tensors: query t sees the keys
+// of block-table row seq[t] at positions 0..pos[t], position j living in cell
+// table[seq[t]][j / block_size] * block_size + j % block_size. The launch shape depends only on
+// tensor shapes, never on positions, sequences or the table, so a captured CUDA graph replays
+// correctly at any depth and for any mix of sequences.
 // - T <= 16 queries (kDecodeMaxRows), head dim 64/128/256, GQA group <= 8: attn_gqa_kernel (below), split-KV with
 //   one block per KV head serving all its query heads.
-// - Both split-KV paths choose the split count from the cache length and head counts only, never
-//   from T, so query t of a T-query batch gets the same bits as a one-query step at pos[t]
-//   (batch invariance: speculative verification reproduces plain decoding exactly).
+// - Both split-KV paths launch a split count fixed by the longest sequence the table allows and the
+//   head counts, and each query uses ceil(kv_len / chunk) of them with chunk = a multiple of 64
+//   keys set by its own kv_len: never by T or the other queries, so query t of a T-query batch
+//   gets the same bits as a one-query step at pos[t] (batch invariance: speculative
+//   verification and continuous batching reproduce plain decoding exactly).
 // - Other T <= 16 queries (decode, verify): split-KV ("flash-decoding"): grid (splits, heads,
 //   queries); split s takes an equal share of the visible keys (computed on the device from
 //   pos[t]), keeps an online softmax per warp, and writes (max, sum, acc[dv]);
 //   attn_combine_kernel merges the splits of every head in parallel.
 // - T > 16 (prefill): flash-style tiles (Dao et al. 2022): a block holds 16 queries of one head,
 //   streams 32-key K/V tiles through shared memory (widened to f32), one key per lane for the
-//   scores, online softmax per query, keys past the block's largest position never loaded.
+//   scores, online softmax per query, keys past the block's largest position never loaded. A tile
+//   whose queries belong to several sequences walks each run of one sequence's queries in turn.
 //   Head dims 64/128/256 (K and V alike) use a specialised kernel (float4 shared-memory reads,
 //   the four queries of a warp processed together); other head dims a generic one. SIMT f32
 //   throughout: a tensor-core version is future work.
 // Scores, softmax and accumulation are f32 throughout.
 #include <algorithm>
-#include <cstdlib>
+#include <string>
 
 #include "ops/cuda/kernels.cuh"
 #include "ops/cuda/quant_device.cuh"
@@ -35,13 +40,59 @@ __device__ __forceinline__ float kv_elem(const char* row, int e) {
   else return block_elem<DType::Q8_0>(row + (e >> 5) * 34, e & 31);
 }
 
+// The paged cache as attention kernels see it.
+struct Paged {
+  const int32_t* pos;
+  const int32_t* seq;
+  const int32_t* table;  // [max_blocks, n_rows]
+  int32_t max_blocks, n_rows, n_blocks, bs_log2;
+};
+
+// Query t's key count (0 for an invalid position or sequence, which is reported) and its
+// block-table row.
+__device__ __forceinline__ int64_t paged_query(const Paged& pk, int64_t t, const int32_t*& row, ErrorSink sink,
+                                               bool report) {
+  const int32_t p = pk.pos[t], s = pk.seq[t];
+  const int64_t max_len = static_cast<int64_t>(pk.max_blocks) << pk.bs_log2;
+  row = pk.table;
+  if (p < 0 || p >= max_len) {
+    if (report) report_error(sink, kErrAttentionPos, p, max_len);
+    return 0;
+  }
+  if (s < 0 || s >= pk.n_rows) {
+    if (report) report_error(sink, kErrAttentionSeq, s, pk.n_rows);
+    return 0;
+  }
+  row = pk.table + static_cast<int64_t>(s) * pk.max_blocks;
+  return static_cast<int64_t>(p) + 1;
+}
+
+// The cell of position j through a block-table row. A table entry outside the cache is reported
+// and clamped (the result is then garbage, and the error is raised at the next synchronize).
+__device__ __forceinline__ int64_t paged_cell(const Paged& pk, const int32_t* row, int64_t j, ErrorSink sink) {
+  int32_t b = row[j >> pk.bs_log2];
+  if (static_cast<uint32_t>(b) >= static_cast<uint32_t>(pk.n_blocks)) {
+    report_error(sink, kErrAttentionBlock, b, pk.n_blocks);
+    b = 0;
+  }
+  return (static_cast<int64_t>(b) << pk.bs_log2) | (j & ((int64_t{1} << pk.bs_log2) - 1));
+}
+
+// The keys [j0, j1) split s of n_splits takes of kv_len keys: chunks of a multiple of 64 keys,
+// sized by kv_len alone (batch invariance), so short sequences use few splits.
+__device__ __forceinline__ void split_range(int64_t kv_len, int s, int n_splits, int64_t& j0, int64_t& j1) {
+  const int64_t chunk = (((kv_len + n_splits - 1) / n_splits) + 63) / 64 * 64;
+  j0 = min(kv_len, s * chunk);
+  j1 = min(kv_len, j0 + chunk);
+}
+
 // ---------------------------------------------------------------- KV_STORE
 
 template <DType C>
-__global__ void kv_store_kernel(TD x, TD cache, const int32_t* pos, ErrorSink sink) {
+__global__ void kv_store_kernel(TD x, TD cache, const int32_t* cells, ErrorSink sink) {
   const int64_t r = blockIdx.x;  // (head, token) of x
   const int64_t h = r % x.ne[1], t = r / x.ne[1];
-  const int32_t p = pos[t];
+  const int32_t p = cells[t];
   if (p < 0 || p >= cache.ne[2]) {
     if (threadIdx.x == 0) report_error(sink, kErrKvStorePos, p, cache.ne[2]);
     return;
@@ -104,7 +155,7 @@ constexpr int kSplitWarps = 4;
 constexpr int kMaxDvPerLane = 8;  // dv <= 256
 
 template <DType KT, DType VT>
-__global__ void __launch_bounds__(32 * kSplitWarps) attn_split_kernel(TD q, TD k, TD v, const int32_t* pos, float scale,
+__global__ void __launch_bounds__(32 * kSplitWarps) attn_split_kernel(TD q, TD k, TD v, Paged pk, float scale,
                                                                      int group, float* part_acc, float2* part_ml,
                                                                      ErrorSink sink) {
   extern __shared__ float smem[];  // q [d] | per-warp acc [warps][dv] | per-warp m,l [warps][2]
@@ -112,19 +163,14 @@ __global__ void __launch_bounds__(32 * kSplitWarps) attn_split_kernel(TD q, TD k
   const int h = blockIdx.y, t = blockIdx.z, n_head = gridDim.y;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int d = static_cast<int>(q.ne[0]), dv = static_cast<int>(v.ne[0]);
-  const int64_t n_kv = k.ne[2];
   float* qs = smem;
   float* wacc = smem + d;
   float* wml = wacc + kSplitWarps * dv;
 
-  const int32_t p = pos[t];
-  int64_t kv_len = static_cast<int64_t>(p) + 1;
-  if (p < 0 || p >= n_kv) {
-    if (threadIdx.x == 0 && s == 0 && h == 0) report_error(sink, kErrAttentionPos, p, n_kv);
-    kv_len = 0;
-  }
-  const int64_t chunk = (kv_len + n_splits - 1) / n_splits;
-  const int64_t j0 = s * chunk, j1 = min(kv_len, j0 + chunk);
+  const int32_t* row;
+  const int64_t kv_len = paged_query(pk, t, row, sink, threadIdx.x == 0 && s == 0 && h == 0);
+  int64_t j0, j1;
+  split_range(kv_len, s, n_splits, j0, j1);
 
   const char* qrow = q.data + static_cast<int64_t>(h) * q.nb[1] + static_cast<int64_t>(t) * q.nb[2];
   for (int e = threadIdx.x; e < d; e += blockDim.x) qs[e] = *reinterpret_cast<const float*>(qrow + e * q.nb[0]) * scale;
@@ -138,7 +184,8 @@ __global__ void __launch_bounds__(32 * kSplitWarps) attn_split_kernel(TD q, TD k
 #pragma unroll
   for (int i = 0; i < kMaxDvPerLane; ++i) acc[i] = 0.0f;
   for (int64_t j = j0 + warp; j < j1; j += kSplitWarps) {
-    const char* kr = kbase + j * k.nb[2];
+    const int64_t cell = paged_cell(pk, row, j, sink);
+    const char* kr = kbase + cell * k.nb[2];
     float part = 0.0f;
     for (int e = lane; e < d; e += 32) part += qs[e] * kv_elem<KT>(kr, e);
     const float sc = warp_sum(part);
@@ -146,7 +193,7 @@ __global__ void __launch_bounds__(32 * kSplitWarps) attn_split_kernel(TD q, TD k
     const float corr = __expf(m - m_new);
     const float pj = __expf(sc - m_new);
     l = l * corr + pj;
-    const char* vr = vbase + j * v.nb[2];
+    const char* vr = vbase + cell * v.nb[2];
 #pragma unroll
     for (int i = 0; i < kMaxDvPerLane; ++i) {
       const int e = lane + 32 * i;
@@ -224,7 +271,7 @@ __device__ __forceinline__ void load_row(const char* row, int lane, float (&x)[E
 }
 
 template <int D, DType KT, DType VT>
-__global__ void __launch_bounds__(32 * kGqaWarps) attn_gqa_kernel(TD q, TD k, TD v, const int32_t* pos, float scale,
+__global__ void __launch_bounds__(32 * kGqaWarps) attn_gqa_kernel(TD q, TD k, TD v, Paged pk, float scale,
                                                                   int group, float* part_acc, float2* part_ml,
                                                                   ErrorSink sink) {
   constexpr int E = D / 32;
@@ -233,18 +280,13 @@ __global__ void __launch_bounds__(32 * kGqaWarps) attn_gqa_kernel(TD q, TD k, TD
   const int hk = blockIdx.y, n_head_kv = gridDim.y, t = blockIdx.z;
   const int n_head = n_head_kv * group;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t n_kv = k.ne[2];
   float* wacc = smem;
   float* wml = smem + kGqaWarps * group * D;
 
-  const int32_t p = pos[t];
-  int64_t kv_len = static_cast<int64_t>(p) + 1;
-  if (p < 0 || p >= n_kv) {
-    if (threadIdx.x == 0 && s == 0 && hk == 0) report_error(sink, kErrAttentionPos, p, n_kv);
-    kv_len = 0;
-  }
-  const int64_t chunk = (kv_len + n_splits - 1) / n_splits;
-  const int64_t j0 = s * chunk, j1 = min(kv_len, j0 + chunk);
+  const int32_t* row;
+  const int64_t kv_len = paged_query(pk, t, row, sink, threadIdx.x == 0 && s == 0 && hk == 0);
+  int64_t j0, j1;
+  split_range(kv_len, s, n_splits, j0, j1);
 
   // This lane's slice of every query head of the group, pre-scaled.
   float qr[kGqaMax][E];
@@ -286,18 +328,20 @@ __global__ void __launch_bounds__(32 * kGqaWarps) attn_gqa_kernel(TD q, TD k, TD
   };
   int64_t j = j0 + warp;
   for (; j + kGqaWarps < j1; j += 2 * kGqaWarps) {
+    const int64_t c0 = paged_cell(pk, row, j, sink), c1 = paged_cell(pk, row, j + kGqaWarps, sink);
     float k0[E], k1[E], v0[E], v1[E];
-    load_row<E, KT>(kbase + j * k.nb[2], lane, k0);
-    load_row<E, KT>(kbase + (j + kGqaWarps) * k.nb[2], lane, k1);
-    load_row<E, VT>(vbase + j * v.nb[2], lane, v0);
-    load_row<E, VT>(vbase + (j + kGqaWarps) * v.nb[2], lane, v1);
+    load_row<E, KT>(kbase + c0 * k.nb[2], lane, k0);
+    load_row<E, KT>(kbase + c1 * k.nb[2], lane, k1);
+    load_row<E, VT>(vbase + c0 * v.nb[2], lane, v0);
+    load_row<E, VT>(vbase + c1 * v.nb[2], lane, v1);
     consume(k0, v0);
     consume(k1, v1);
   }
   if (j < j1) {
+    const int64_t c0 = paged_cell(pk, row, j, sink);
     float k0[E], v0[E];
-    load_row<E, KT>(kbase + j * k.nb[2], lane, k0);
-    load_row<E, VT>(vbase + j * v.nb[2], lane, v0);
+    load_row<E, KT>(kbase + c0 * k.nb[2], lane, k0);
+    load_row<E, VT>(vbase + c0 * v.nb[2], lane, v0);
     consume(k0, v0);
   }
 
@@ -333,26 +377,40 @@ __global__ void __launch_bounds__(32 * kGqaWarps) attn_gqa_kernel(TD q, TD k, TD
   }
 }
 
-bool gqa_decode_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("MINFER_CUDA_ATTN_GQA");
-    return !(v && v[0] == '0');
-  }();
-  return on;
+// Paged-cache view of an ATTENTION node's sources (pos, seq, block table) and its block size.
+Paged paged_of(const Tensor& node, const Tensor& k) {
+  const Tensor &pos = *node.src[3], &seq = *node.src[4], &table = *node.src[5];
+  const int32_t bs = node.param<int32_t>(2);
+  int32_t log2 = 0;
+  while ((1 << log2) < bs) ++log2;
+  if ((1 << log2) != bs) throw OpError("cuda ATTENTION: the block size must be a power of two, got " + std::to_string(bs));
+  Paged pk;
+  pk.pos = static_cast<const int32_t*>(pos.data);
+  pk.seq = static_cast<const int32_t*>(seq.data);
+  pk.table = static_cast<const int32_t*>(table.data);
+  pk.max_blocks = static_cast<int32_t>(table.ne[0]);
+  pk.n_rows = static_cast<int32_t>(table.ne[1]);
+  pk.n_blocks = static_cast<int32_t>(k.ne[2] / bs);
+  pk.bs_log2 = log2;
+  return pk;
+}
+
+// The split count of the decode kernels: enough blocks to keep every SM streaming for one query
+// at the longest sequence the table allows, at least 64 keys per split. It depends on no
+// position and not on T: a query's split boundaries, and so its accumulation order, are the same
+// in any batch (batch invariance, which speculative decoding and continuous batching rest on).
+int decode_splits(const KernelContext& kc, const Paged& pk, int64_t heads, int64_t target_per_sm, int max_splits) {
+  const int64_t max_len = static_cast<int64_t>(pk.max_blocks) << pk.bs_log2;
+  const int64_t target_blocks = target_per_sm * static_cast<int64_t>(kc.prop->multiProcessorCount);
+  const int64_t by_len = std::max<int64_t>(1, ceil_div(max_len, 64));
+  return static_cast<int>(std::clamp<int64_t>(ceil_div(target_blocks, heads), 1, std::min<int64_t>(by_len, max_splits)));
 }
 
 template <int D, DType KT, DType VT>
-void launch_gqa(KernelContext& kc, const Tensor& q, const Tensor& k, const Tensor& v, const int32_t* p, float scale,
+void launch_gqa(KernelContext& kc, const Tensor& q, const Tensor& k, const Tensor& v, const Paged& pk, float scale,
                 int group, float* out) {
-  const int64_t n_head = q.ne[1], n_head_kv = k.ne[1], T = q.ne[2], n_kv = k.ne[2];
-  // Enough blocks to keep every SM streaming at full depth for one query; at least 64 cache rows
-  // per split. The count must not depend on T: a query's split boundaries, and so its
-  // accumulation order, are then the same in a verify batch as in a one-token decode step
-  // (batch invariance, which speculative decoding's greedy identity rests on).
-  const int64_t target_blocks = 4 * static_cast<int64_t>(kc.prop->multiProcessorCount);
-  const int64_t by_len = std::max<int64_t>(1, ceil_div(n_kv, 64));
-  const int n_splits =
-      static_cast<int>(std::clamp<int64_t>(ceil_div(target_blocks, n_head_kv), 1, std::min<int64_t>(by_len, 256)));
+  const int64_t n_head = q.ne[1], n_head_kv = k.ne[1], T = q.ne[2];
+  const int n_splits = decode_splits(kc, pk, n_head_kv, 4, 256);
   const int64_t parts = T * n_head * n_splits;
   const size_t acc_bytes = (static_cast<size_t>(parts * D) * 4 + 255) / 256 * 256;
   char* s = static_cast<char*>(kc.scratch_bytes(acc_bytes + static_cast<size_t>(parts) * sizeof(float2)));
@@ -361,7 +419,7 @@ void launch_gqa(KernelContext& kc, const Tensor& q, const Tensor& k, const Tenso
   const size_t smem = static_cast<size_t>(kGqaWarps) * group * (D + 2) * sizeof(float);
   static_assert(kGqaWarps * kGqaMax * (256 + 2) * sizeof(float) <= 48 * 1024, "fits the default shared memory");
   attn_gqa_kernel<D, KT, VT><<<dim3(n_splits, static_cast<unsigned>(n_head_kv), static_cast<unsigned>(T)),
-                               32 * kGqaWarps, smem, kc.stream>>>(td(q), td(k), td(v), p, scale, group, part_acc,
+                               32 * kGqaWarps, smem, kc.stream>>>(td(q), td(k), td(v), pk, scale, group, part_acc,
                                                                   part_ml, kc.sink());
   kc.check_launch("attn_gqa_kernel");
   attn_combine_kernel<<<dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(T)), D, n_splits * sizeof(float),
@@ -377,25 +435,23 @@ constexpr int kTileWarps = 4;
 constexpr int kQPerWarp = kTileQ / kTileWarps;
 
 // The prologue of both tiled kernels: each query's position (invalid ones reported and set to
-// -1), the largest visible key count of the tile, and the tile's queries, pre-scaled, in shared
-// memory [kTileQ][d]. Returns the visible key count.
-__device__ int load_query_tile(const TD& q, const int32_t* pos, float scale, int h, int64_t t0, int d, int64_t n_kv,
-                               int32_t* qpos, int* kv_max_s, float* Qs, ErrorSink sink) {
+// -1) and sequence, and the tile's queries, pre-scaled, in shared memory [kTileQ][d].
+__device__ void load_query_tile(const TD& q, const Paged& pk, float scale, int h, int64_t t0, int d, int32_t* qpos,
+                                int32_t* qseq, float* Qs, ErrorSink sink) {
   const int64_t T = q.ne[2];
-  if (threadIdx.x == 0) *kv_max_s = 0;
-  __syncthreads();
   if (threadIdx.x < kTileQ) {
     const int64_t t = t0 + threadIdx.x;
-    int32_t p = -1;
+    int32_t p = -1, sq = -1;
     if (t < T) {
-      p = pos[t];
-      if (p < 0 || p >= n_kv) {
-        if (h == 0) report_error(sink, kErrAttentionPos, p, n_kv);
-        p = -1;
+      const int32_t* row;
+      const int64_t len = paged_query(pk, t, row, sink, h == 0);
+      if (len > 0) {
+        p = static_cast<int32_t>(len - 1);
+        sq = pk.seq[t];
       }
     }
     qpos[threadIdx.x] = p;
-    atomicMax(kv_max_s, p + 1);
+    qseq[threadIdx.x] = sq;
   }
   for (int i = threadIdx.x; i < kTileQ * d; i += blockDim.x) {
     const int qi = i / d, e = i % d;
@@ -405,12 +461,21 @@ __device__ int load_query_tile(const TD& q, const int32_t* pos, float scale, int
     Qs[i] = x;
   }
   __syncthreads();
-  return *kv_max_s;
 }
 
+// The next run of the tile's queries that belong to one sequence, from query index `from`:
+// [from, end) share qseq[from] (invalid queries, seq -1, form runs of their own that see nothing).
+// Returns end and sets the run's visible key count.
+__device__ __forceinline__ int next_run(const int32_t* qpos, const int32_t* qseq, int from, int& kv_max) {
+  int end = from + 1;
+  kv_max = qpos[from] + 1;
+  while (end < kTileQ && qseq[end] == qseq[from]) kv_max = max(kv_max, qpos[end++] + 1);
+  if (qseq[from] < 0) kv_max = 0;
+  return end;
+}
 
 template <DType KT, DType VT>
-__global__ void __launch_bounds__(32 * kTileWarps) attn_tile_kernel(TD q, TD k, TD v, const int32_t* pos, float scale,
+__global__ void __launch_bounds__(32 * kTileWarps) attn_tile_kernel(TD q, TD k, TD v, Paged pk, float scale,
                                                                    int group, float* dst, ErrorSink sink) {
   extern __shared__ float smem[];
   const int d = static_cast<int>(q.ne[0]), dv = static_cast<int>(v.ne[0]);
@@ -418,15 +483,15 @@ __global__ void __launch_bounds__(32 * kTileWarps) attn_tile_kernel(TD q, TD k, 
   float* Qs = smem;                   // [kTileQ][d]
   float* Ks = Qs + kTileQ * d;        // [kTileK][d + 1]
   float* Vs = Ks + kTileK * dk;       // [kTileK][dv]
-  __shared__ int32_t qpos[kTileQ];
-  __shared__ int kv_max_s;
+  __shared__ int32_t qpos[kTileQ], qseq[kTileQ];
+  __shared__ int64_t cells[kTileK];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int h = blockIdx.y, n_head = gridDim.y;
-  const int64_t T = q.ne[2], n_kv = k.ne[2];
+  const int64_t T = q.ne[2];
   const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kTileQ;
   const int hk = h / group;
 
-  const int kv_max = load_query_tile(q, pos, scale, h, t0, d, n_kv, qpos, &kv_max_s, Qs, sink);
+  load_query_tile(q, pk, scale, h, t0, d, qpos, qseq, Qs, sink);
 
   float m[kQPerWarp], l[kQPerWarp], acc[kQPerWarp][kMaxDvPerLane];
 #pragma unroll
@@ -438,46 +503,54 @@ __global__ void __launch_bounds__(32 * kTileWarps) attn_tile_kernel(TD q, TD k, 
   }
   const char* kbase = k.data + static_cast<int64_t>(hk) * k.nb[1];
   const char* vbase = v.data + static_cast<int64_t>(hk) * v.nb[1];
-  for (int j0 = 0; j0 < kv_max; j0 += kTileK) {
-    const int jn = min(kTileK, kv_max - j0);
-    for (int i = threadIdx.x; i < kTileK * d; i += blockDim.x) {
-      const int j = i / d, e = i % d;
-      Ks[j * dk + e] = j < jn ? kv_elem<KT>(kbase + static_cast<int64_t>(j0 + j) * k.nb[2], e) : 0.0f;
-    }
-    for (int i = threadIdx.x; i < kTileK * dv; i += blockDim.x) {
-      const int j = i / dv, e = i % dv;
-      Vs[i] = j < jn ? kv_elem<VT>(vbase + static_cast<int64_t>(j0 + j) * v.nb[2], e) : 0.0f;
-    }
-    __syncthreads();
-#pragma unroll
-    for (int a = 0; a < kQPerWarp; ++a) {
-      const int qi = warp * kQPerWarp + a;
-      const int32_t p = qpos[qi];
-      if (p < j0) continue;  // warp-uniform: every key of this tile is masked (or an idle query)
-      const float* qv = Qs + qi * d;
-      const float* kr = Ks + lane * dk;
-      float sc = 0.0f;
-      for (int e = 0; e < d; ++e) sc += qv[e] * kr[e];
-      const bool vis = j0 + lane <= p;
-      if (!vis) sc = -INFINITY;
-      const float m_new = fmaxf(m[a], warp_max(sc));
-      const float pj = vis ? __expf(sc - m_new) : 0.0f;
-      const float corr = __expf(m[a] - m_new);
-      l[a] = l[a] * corr + warp_sum(pj);
-#pragma unroll
-      for (int i = 0; i < kMaxDvPerLane; ++i) acc[a][i] *= corr;
-      for (int j = 0; j < kTileK; ++j) {
-        const float pb = __shfl_sync(0xffffffffu, pj, j);
-        const float* vr = Vs + j * dv;
-#pragma unroll
-        for (int i = 0; i < kMaxDvPerLane; ++i) {
-          const int e = lane + 32 * i;
-          if (e < dv) acc[a][i] += pb * vr[e];
-        }
+  for (int r0 = 0; r0 < kTileQ;) {
+    int kv_max;
+    const int r1 = next_run(qpos, qseq, r0, kv_max);
+    const int32_t* row = pk.table + static_cast<int64_t>(max(qseq[r0], 0)) * pk.max_blocks;
+    for (int j0 = 0; j0 < kv_max; j0 += kTileK) {
+      const int jn = min(kTileK, kv_max - j0);
+      if (threadIdx.x < kTileK) cells[threadIdx.x] = threadIdx.x < jn ? paged_cell(pk, row, j0 + threadIdx.x, sink) : 0;
+      __syncthreads();
+      for (int i = threadIdx.x; i < kTileK * d; i += blockDim.x) {
+        const int j = i / d, e = i % d;
+        Ks[j * dk + e] = j < jn ? kv_elem<KT>(kbase + cells[j] * k.nb[2], e) : 0.0f;
       }
-      m[a] = m_new;
+      for (int i = threadIdx.x; i < kTileK * dv; i += blockDim.x) {
+        const int j = i / dv, e = i % dv;
+        Vs[i] = j < jn ? kv_elem<VT>(vbase + cells[j] * v.nb[2], e) : 0.0f;
+      }
+      __syncthreads();
+#pragma unroll
+      for (int a = 0; a < kQPerWarp; ++a) {
+        const int qi = warp * kQPerWarp + a;
+        const int32_t p = qi >= r0 && qi < r1 ? qpos[qi] : -1;
+        if (p < j0) continue;  // warp-uniform: every key of this tile is masked (or another run's query)
+        const float* qv = Qs + qi * d;
+        const float* kr = Ks + lane * dk;
+        float sc = 0.0f;
+        for (int e = 0; e < d; ++e) sc += qv[e] * kr[e];
+        const bool vis = j0 + lane <= p;
+        if (!vis) sc = -INFINITY;
+        const float m_new = fmaxf(m[a], warp_max(sc));
+        const float pj = vis ? __expf(sc - m_new) : 0.0f;
+        const float corr = __expf(m[a] - m_new);
+        l[a] = l[a] * corr + warp_sum(pj);
+#pragma unroll
+        for (int i = 0; i < kMaxDvPerLane; ++i) acc[a][i] *= corr;
+        for (int j = 0; j < kTileK; ++j) {
+          const float pb = __shfl_sync(0xffffffffu, pj, j);
+          const float* vr = Vs + j * dv;
+#pragma unroll
+          for (int i = 0; i < kMaxDvPerLane; ++i) {
+            const int e = lane + 32 * i;
+            if (e < dv) acc[a][i] += pb * vr[e];
+          }
+        }
+        m[a] = m_new;
+      }
+      __syncthreads();
     }
-    __syncthreads();
+    r0 = r1;
   }
 #pragma unroll
   for (int a = 0; a < kQPerWarp; ++a) {
@@ -496,14 +569,8 @@ __global__ void __launch_bounds__(32 * kTileWarps) attn_tile_kernel(TD q, TD k, 
 // The same tiling specialised for head_dim == head_dim_v == D (64, 128, 256): lane l owns output
 // dims [l * D/32, (l + 1) * D/32); the four queries of a warp are processed together, so each
 // K and V element read from shared memory (as float4) serves four queries.
-template <int D>
-struct Vec;  // D/32 floats per lane
-template <> struct Vec<64> { float2 v; };
-template <> struct Vec<128> { float4 v; };
-template <> struct Vec<256> { float4 a, b; };
-
 template <int D, DType KT, DType VT>
-__global__ void __launch_bounds__(32 * kTileWarps) attn_tile_d_kernel(TD q, TD k, TD v, const int32_t* pos, float scale,
+__global__ void __launch_bounds__(32 * kTileWarps) attn_tile_d_kernel(TD q, TD k, TD v, Paged pk, float scale,
                                                                      int group, float* dst, ErrorSink sink) {
   constexpr int EPL = D / 32;   // output dims per lane
   constexpr int DK = D + 4;     // padded K rows: 16-byte aligned, conflict-free float4 reads by row
@@ -512,91 +579,103 @@ __global__ void __launch_bounds__(32 * kTileWarps) attn_tile_d_kernel(TD q, TD k
   float* Ks = Qs + kTileQ * D;                  // [kTileK][DK]
   float* Vs = Ks + kTileK * DK;                 // [kTileK][D]
   float* Ps = Vs + kTileK * D;                  // [kTileWarps][kQPerWarp][kTileK]
-  __shared__ int32_t qpos[kTileQ];
-  __shared__ int kv_max_s;
+  __shared__ int32_t qpos[kTileQ], qseq[kTileQ];
+  __shared__ int64_t cells[kTileK];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int h = blockIdx.y, n_head = gridDim.y;
-  const int64_t T = q.ne[2], n_kv = k.ne[2];
+  const int64_t T = q.ne[2];
   const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kTileQ;
   const int hk = h / group;
 
-  const int kv_max = load_query_tile(q, pos, scale, h, t0, D, n_kv, qpos, &kv_max_s, Qs, sink);
-  int32_t p[kQPerWarp];
+  load_query_tile(q, pk, scale, h, t0, D, qpos, qseq, Qs, sink);
   float m[kQPerWarp], l[kQPerWarp], acc[kQPerWarp][EPL];
 #pragma unroll
   for (int a = 0; a < kQPerWarp; ++a) {
-    p[a] = qpos[warp * kQPerWarp + a];
     m[a] = -INFINITY;
     l[a] = 0.0f;
 #pragma unroll
     for (int i = 0; i < EPL; ++i) acc[a][i] = 0.0f;
   }
-  int32_t pmax = p[0];
-#pragma unroll
-  for (int a = 1; a < kQPerWarp; ++a) pmax = max(pmax, p[a]);
   const char* kbase = k.data + static_cast<int64_t>(hk) * k.nb[1];
   const char* vbase = v.data + static_cast<int64_t>(hk) * v.nb[1];
   float* P = Ps + warp * kQPerWarp * kTileK;
-  for (int j0 = 0; j0 < kv_max; j0 += kTileK) {
-    const int jn = min(kTileK, kv_max - j0);
-    for (int i = threadIdx.x; i < kTileK * D; i += blockDim.x) {
-      const int j = i / D, e = i % D;
-      const bool in = j < jn;
-      Ks[j * DK + e] = in ? kv_elem<KT>(kbase + static_cast<int64_t>(j0 + j) * k.nb[2], e) : 0.0f;
-      Vs[i] = in ? kv_elem<VT>(vbase + static_cast<int64_t>(j0 + j) * v.nb[2], e) : 0.0f;
+  for (int r0 = 0; r0 < kTileQ;) {
+    int kv_max;
+    const int r1 = next_run(qpos, qseq, r0, kv_max);
+    const int32_t* row = pk.table + static_cast<int64_t>(max(qseq[r0], 0)) * pk.max_blocks;
+    int32_t p[kQPerWarp];
+#pragma unroll
+    for (int a = 0; a < kQPerWarp; ++a) {
+      const int qi = warp * kQPerWarp + a;
+      p[a] = qi >= r0 && qi < r1 ? qpos[qi] : -1;
     }
-    __syncthreads();
-    if (pmax >= j0) {  // warp-uniform: some query of this warp sees a key of this tile
-      float sc[kQPerWarp];
+    int32_t pmax = p[0];
 #pragma unroll
-      for (int a = 0; a < kQPerWarp; ++a) sc[a] = 0.0f;
-      const float4* kr = reinterpret_cast<const float4*>(Ks + lane * DK);
+    for (int a = 1; a < kQPerWarp; ++a) pmax = max(pmax, p[a]);
+    for (int j0 = 0; j0 < kv_max; j0 += kTileK) {
+      const int jn = min(kTileK, kv_max - j0);
+      if (threadIdx.x < kTileK) cells[threadIdx.x] = threadIdx.x < jn ? paged_cell(pk, row, j0 + threadIdx.x, sink) : 0;
+      __syncthreads();
+      for (int i = threadIdx.x; i < kTileK * D; i += blockDim.x) {
+        const int j = i / D, e = i % D;
+        const bool in = j < jn;
+        Ks[j * DK + e] = in ? kv_elem<KT>(kbase + cells[j] * k.nb[2], e) : 0.0f;
+        Vs[i] = in ? kv_elem<VT>(vbase + cells[j] * v.nb[2], e) : 0.0f;
+      }
+      __syncthreads();
+      if (pmax >= j0) {  // warp-uniform: some query of this warp sees a key of this tile
+        float sc[kQPerWarp];
+#pragma unroll
+        for (int a = 0; a < kQPerWarp; ++a) sc[a] = 0.0f;
+        const float4* kr = reinterpret_cast<const float4*>(Ks + lane * DK);
 #pragma unroll 8
-      for (int e4 = 0; e4 < D / 4; ++e4) {
-        const float4 kk = kr[e4];
+        for (int e4 = 0; e4 < D / 4; ++e4) {
+          const float4 kk = kr[e4];
 #pragma unroll
-        for (int a = 0; a < kQPerWarp; ++a) {
-          const float4 qq = reinterpret_cast<const float4*>(Qs + (warp * kQPerWarp + a) * D)[e4];
-          sc[a] += qq.x * kk.x + qq.y * kk.y + qq.z * kk.z + qq.w * kk.w;
-        }
-      }
-#pragma unroll
-      for (int a = 0; a < kQPerWarp; ++a) {
-        const bool vis = j0 + lane <= p[a];
-        const float s = vis ? sc[a] : -INFINITY;
-        const float m_new = fmaxf(m[a], warp_max(s));
-        const float pj = vis ? __expf(s - m_new) : 0.0f;
-        const float corr = m_new == -INFINITY ? 1.0f : __expf(m[a] - m_new);
-        l[a] = l[a] * corr + warp_sum(pj);
-#pragma unroll
-        for (int i = 0; i < EPL; ++i) acc[a][i] *= corr;
-        m[a] = m_new;
-        P[a * kTileK + lane] = pj;
-      }
-      __syncwarp();
-#pragma unroll 4
-      for (int j = 0; j < kTileK; ++j) {
-        float vv[EPL];
-        const float* vr = Vs + j * D + lane * EPL;
-        if constexpr (EPL == 2) {
-          const float2 t2 = *reinterpret_cast<const float2*>(vr);
-          vv[0] = t2.x; vv[1] = t2.y;
-        } else {
-#pragma unroll
-          for (int i4 = 0; i4 < EPL / 4; ++i4) {
-            const float4 t4 = reinterpret_cast<const float4*>(vr)[i4];
-            vv[4 * i4] = t4.x; vv[4 * i4 + 1] = t4.y; vv[4 * i4 + 2] = t4.z; vv[4 * i4 + 3] = t4.w;
+          for (int a = 0; a < kQPerWarp; ++a) {
+            const float4 qq = reinterpret_cast<const float4*>(Qs + (warp * kQPerWarp + a) * D)[e4];
+            sc[a] += qq.x * kk.x + qq.y * kk.y + qq.z * kk.z + qq.w * kk.w;
           }
         }
 #pragma unroll
         for (int a = 0; a < kQPerWarp; ++a) {
-          const float pj = P[a * kTileK + j];
+          const bool vis = j0 + lane <= p[a];
+          const float s = vis ? sc[a] : -INFINITY;
+          const float m_new = fmaxf(m[a], warp_max(s));
+          const float pj = vis ? __expf(s - m_new) : 0.0f;
+          const float corr = m_new == -INFINITY ? 1.0f : __expf(m[a] - m_new);
+          l[a] = l[a] * corr + warp_sum(pj);
 #pragma unroll
-          for (int i = 0; i < EPL; ++i) acc[a][i] += pj * vv[i];
+          for (int i = 0; i < EPL; ++i) acc[a][i] *= corr;
+          m[a] = m_new;
+          P[a * kTileK + lane] = pj;
+        }
+        __syncwarp();
+#pragma unroll 4
+        for (int j = 0; j < kTileK; ++j) {
+          float vv[EPL];
+          const float* vr = Vs + j * D + lane * EPL;
+          if constexpr (EPL == 2) {
+            const float2 t2 = *reinterpret_cast<const float2*>(vr);
+            vv[0] = t2.x; vv[1] = t2.y;
+          } else {
+#pragma unroll
+            for (int i4 = 0; i4 < EPL / 4; ++i4) {
+              const float4 t4 = reinterpret_cast<const float4*>(vr)[i4];
+              vv[4 * i4] = t4.x; vv[4 * i4 + 1] = t4.y; vv[4 * i4 + 2] = t4.z; vv[4 * i4 + 3] = t4.w;
+            }
+          }
+#pragma unroll
+          for (int a = 0; a < kQPerWarp; ++a) {
+            const float pj = P[a * kTileK + j];
+#pragma unroll
+            for (int i = 0; i < EPL; ++i) acc[a][i] += pj * vv[i];
+          }
         }
       }
+      __syncthreads();
     }
-    __syncthreads();
+    r0 = r1;
   }
 #pragma unroll
   for (int a = 0; a < kQPerWarp; ++a) {
@@ -610,7 +689,7 @@ __global__ void __launch_bounds__(32 * kTileWarps) attn_tile_d_kernel(TD q, TD k
 }
 
 template <int D, DType KT, DType VT>
-void launch_tile_d(KernelContext& kc, const Tensor& q, const Tensor& k, const Tensor& v, const int32_t* p, float scale,
+void launch_tile_d(KernelContext& kc, const Tensor& q, const Tensor& k, const Tensor& v, const Paged& pk, float scale,
                    int group, float* out) {
   const size_t smem = (static_cast<size_t>(kTileQ) * D + static_cast<size_t>(kTileK) * (D + 4) +
                        static_cast<size_t>(kTileK) * D + static_cast<size_t>(kTileWarps) * kQPerWarp * kTileK) *
@@ -626,27 +705,23 @@ void launch_tile_d(KernelContext& kc, const Tensor& q, const Tensor& k, const Te
   }
   const int64_t T = q.ne[2], n_head = q.ne[1];
   attn_tile_d_kernel<D, KT, VT><<<dim3(static_cast<unsigned>(ceil_div(T, kTileQ)), static_cast<unsigned>(n_head)),
-                                  32 * kTileWarps, smem, kc.stream>>>(td(q), td(k), td(v), p, scale, group, out, kc.sink());
+                                  32 * kTileWarps, smem, kc.stream>>>(td(q), td(k), td(v), pk, scale, group, out, kc.sink());
   kc.check_launch("attn_tile_d_kernel");
 }
 
 template <DType KT, DType VT>
-void launch_attention(KernelContext& kc, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& pos,
+void launch_attention(KernelContext& kc, const Tensor& q, const Tensor& k, const Tensor& v, const Paged& pk,
                       float scale, Tensor& dst) {
-  const int64_t d = q.ne[0], dv = v.ne[0], n_head = q.ne[1], T = q.ne[2], n_kv = k.ne[2];
+  const int64_t d = q.ne[0], dv = v.ne[0], n_head = q.ne[1], T = q.ne[2];
   const int group = static_cast<int>(n_head / k.ne[1]);
-  const auto* p = static_cast<const int32_t*>(pos.data);
   float* out = static_cast<float*>(dst.data);
-  if (T <= kDecodeMaxRows && d == dv && group <= kGqaMax && gqa_decode_enabled() && (d == 64 || d == 128 || d == 256)) {
-    if (d == 64) return launch_gqa<64, KT, VT>(kc, q, k, v, p, scale, group, out);
-    if (d == 128) return launch_gqa<128, KT, VT>(kc, q, k, v, p, scale, group, out);
-    return launch_gqa<256, KT, VT>(kc, q, k, v, p, scale, group, out);
+  if (T <= kDecodeMaxRows && d == dv && group <= kGqaMax && (d == 64 || d == 128 || d == 256)) {
+    if (d == 64) return launch_gqa<64, KT, VT>(kc, q, k, v, pk, scale, group, out);
+    if (d == 128) return launch_gqa<128, KT, VT>(kc, q, k, v, pk, scale, group, out);
+    return launch_gqa<256, KT, VT>(kc, q, k, v, pk, scale, group, out);
   }
   if (T <= kDecodeMaxRows) {
-    const int64_t target_blocks = 2 * static_cast<int64_t>(kc.prop->multiProcessorCount);
-    const int64_t by_len = std::max<int64_t>(1, ceil_div(n_kv, 32));
-    // Independent of T, as in launch_gqa: a query's result does not depend on the batch.
-    const int n_splits = static_cast<int>(std::clamp<int64_t>(ceil_div(target_blocks, n_head), 1, std::min<int64_t>(by_len, 64)));
+    const int n_splits = decode_splits(kc, pk, n_head, 2, 64);
     const int64_t parts = T * n_head * n_splits;
     const size_t acc_bytes = (static_cast<size_t>(parts * dv) * 4 + 255) / 256 * 256;
     char* s = static_cast<char*>(kc.scratch_bytes(acc_bytes + static_cast<size_t>(parts) * sizeof(float2)));
@@ -654,7 +729,7 @@ void launch_attention(KernelContext& kc, const Tensor& q, const Tensor& k, const
     auto* part_ml = reinterpret_cast<float2*>(s + acc_bytes);
     const size_t smem = (static_cast<size_t>(d) + kSplitWarps * dv + 2 * kSplitWarps) * sizeof(float);
     attn_split_kernel<KT, VT><<<dim3(n_splits, static_cast<unsigned>(n_head), static_cast<unsigned>(T)),
-                                32 * kSplitWarps, smem, kc.stream>>>(td(q), td(k), td(v), p, scale, group, part_acc,
+                                32 * kSplitWarps, smem, kc.stream>>>(td(q), td(k), td(v), pk, scale, group, part_acc,
                                                                      part_ml, kc.sink());
     kc.check_launch("attn_split_kernel");
     attn_combine_kernel<<<dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(T)), 128, n_splits * sizeof(float),
@@ -663,9 +738,9 @@ void launch_attention(KernelContext& kc, const Tensor& q, const Tensor& k, const
     return;
   }
   if (d == dv && (d == 64 || d == 128 || d == 256)) {
-    if (d == 64) return launch_tile_d<64, KT, VT>(kc, q, k, v, p, scale, group, out);
-    if (d == 128) return launch_tile_d<128, KT, VT>(kc, q, k, v, p, scale, group, out);
-    return launch_tile_d<256, KT, VT>(kc, q, k, v, p, scale, group, out);
+    if (d == 64) return launch_tile_d<64, KT, VT>(kc, q, k, v, pk, scale, group, out);
+    if (d == 128) return launch_tile_d<128, KT, VT>(kc, q, k, v, pk, scale, group, out);
+    return launch_tile_d<256, KT, VT>(kc, q, k, v, pk, scale, group, out);
   }
   const size_t smem = (static_cast<size_t>(kTileQ) * d + static_cast<size_t>(kTileK) * (d + 1) +
                        static_cast<size_t>(kTileK) * dv) * sizeof(float);
@@ -687,17 +762,17 @@ void launch_attention(KernelContext& kc, const Tensor& q, const Tensor& k, const
     }
   }
   attn_tile_kernel<KT, VT><<<dim3(static_cast<unsigned>(ceil_div(T, kTileQ)), static_cast<unsigned>(n_head)),
-                             32 * kTileWarps, smem, kc.stream>>>(td(q), td(k), td(v), p, scale, group, out, kc.sink());
+                             32 * kTileWarps, smem, kc.stream>>>(td(q), td(k), td(v), pk, scale, group, out, kc.sink());
   kc.check_launch("attn_tile_kernel");
 }
 
 template <DType KT>
-void dispatch_v(KernelContext& kc, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& pos, float scale,
+void dispatch_v(KernelContext& kc, const Tensor& q, const Tensor& k, const Tensor& v, const Paged& pk, float scale,
                 Tensor& dst) {
   switch (v.type) {
-    case DType::F32: return launch_attention<KT, DType::F32>(kc, q, k, v, pos, scale, dst);
-    case DType::F16: return launch_attention<KT, DType::F16>(kc, q, k, v, pos, scale, dst);
-    case DType::Q8_0: return launch_attention<KT, DType::Q8_0>(kc, q, k, v, pos, scale, dst);
+    case DType::F32: return launch_attention<KT, DType::F32>(kc, q, k, v, pk, scale, dst);
+    case DType::F16: return launch_attention<KT, DType::F16>(kc, q, k, v, pk, scale, dst);
+    case DType::Q8_0: return launch_attention<KT, DType::Q8_0>(kc, q, k, v, pk, scale, dst);
     default: throw OpError(kc.where() + ": v dtype not supported");
   }
 }
@@ -707,18 +782,18 @@ void dispatch_v(KernelContext& kc, const Tensor& q, const Tensor& k, const Tenso
 void k_kv_store(KernelContext& kc, Tensor& dst) {
   const Tensor& cache = *dst.src[0];
   const Tensor& x = *dst.src[1];
-  const Tensor& pos = *dst.src[2];
-  if (!pos.is_contiguous()) throw OpError(kc.where() + ": pos must be contiguous");
+  const Tensor& cells = *dst.src[2];
+  if (!cells.is_contiguous()) throw OpError(kc.where() + ": cells must be contiguous");
   const int64_t rows = x.ne[1] * x.ne[2];
   if (rows == 0) return;
   const unsigned g = static_cast<unsigned>(rows);
-  const auto* p = static_cast<const int32_t*>(pos.data);
+  const auto* c = static_cast<const int32_t*>(cells.data);
   switch (cache.type) {
-    case DType::F32: kv_store_kernel<DType::F32><<<g, row_threads(x.ne[0]), 0, kc.stream>>>(td(x), td(cache), p, kc.sink()); break;
-    case DType::F16: kv_store_kernel<DType::F16><<<g, row_threads(x.ne[0]), 0, kc.stream>>>(td(x), td(cache), p, kc.sink()); break;
+    case DType::F32: kv_store_kernel<DType::F32><<<g, row_threads(x.ne[0]), 0, kc.stream>>>(td(x), td(cache), c, kc.sink()); break;
+    case DType::F16: kv_store_kernel<DType::F16><<<g, row_threads(x.ne[0]), 0, kc.stream>>>(td(x), td(cache), c, kc.sink()); break;
     case DType::Q8_0:
       if (x.ne[0] % 32 != 0) throw OpError(kc.where() + ": a q8_0 cache needs head_dim % 32 == 0");
-      kv_store_kernel<DType::Q8_0><<<g, 128, 0, kc.stream>>>(td(x), td(cache), p, kc.sink());
+      kv_store_kernel<DType::Q8_0><<<g, 128, 0, kc.stream>>>(td(x), td(cache), c, kc.sink());
       break;
     default: throw OpError(kc.where() + ": cache dtype not supported");
   }
@@ -729,15 +804,16 @@ void k_attention(KernelContext& kc, Tensor& dst) {
   const Tensor& q = *dst.src[0];
   const Tensor& k = *dst.src[1];
   const Tensor& v = *dst.src[2];
-  const Tensor& pos = *dst.src[3];
-  if (!pos.is_contiguous()) throw OpError(kc.where() + ": pos must be contiguous");
+  for (int i = 3; i <= 5; ++i)
+    if (!dst.src[i]->is_contiguous()) throw OpError(kc.where() + ": pos, seq and the block table must be contiguous");
   if (v.ne[0] > 32 * kMaxDvPerLane) throw OpError(kc.where() + ": head_dim_v > 256 is not supported");
   if (q.ne[2] == 0 || q.ne[1] == 0) return;
   const float scale = dst.param<float>(0);
+  const Paged pk = paged_of(dst, k);
   switch (k.type) {
-    case DType::F32: return dispatch_v<DType::F32>(kc, q, k, v, pos, scale, dst);
-    case DType::F16: return dispatch_v<DType::F16>(kc, q, k, v, pos, scale, dst);
-    case DType::Q8_0: return dispatch_v<DType::Q8_0>(kc, q, k, v, pos, scale, dst);
+    case DType::F32: return dispatch_v<DType::F32>(kc, q, k, v, pk, scale, dst);
+    case DType::F16: return dispatch_v<DType::F16>(kc, q, k, v, pk, scale, dst);
+    case DType::Q8_0: return dispatch_v<DType::Q8_0>(kc, q, k, v, pk, scale, dst);
     default: throw OpError(kc.where() + ": k dtype not supported");
   }
 }

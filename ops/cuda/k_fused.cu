@@ -33,9 +33,10 @@ struct QkvArgs {
   DType norm_type[2];
   int64_t norm_nb0[2];
   float eps;
-  const int32_t* pos;
+  const int32_t* pos;    // RoPE positions
+  const int32_t* cells;  // KV cells the k/v rows are stored in
   float* dst;  // [hd, n_head, N]
-  TD kc, vc;   // caches [hd, n_head_kv, n_ctx]
+  TD kc, vc;   // caches [hd, n_head_kv, n_cells]
   int hd, n_head, n_head_kv, n_rot;
   bool neox;
   double freq_base, freq_scale;
@@ -106,11 +107,12 @@ __global__ void qkv_epilogue_kernel(QkvArgs a) {
     return;
   }
   const TD& cache = kind == 1 ? a.kc : a.vc;
-  if (p < 0 || p >= cache.ne[2]) {
-    if (threadIdx.x == 0) report_error(a.sink, kErrKvStorePos, p, cache.ne[2]);
+  const int32_t cell = a.cells[t];
+  if (cell < 0 || cell >= cache.ne[2]) {
+    if (threadIdx.x == 0) report_error(a.sink, kErrKvStorePos, cell, cache.ne[2]);
     return;
   }
-  char* out = cache.data + static_cast<int64_t>(h) * cache.nb[1] + static_cast<int64_t>(p) * cache.nb[2];
+  char* out = cache.data + static_cast<int64_t>(h) * cache.nb[1] + static_cast<int64_t>(cell) * cache.nb[2];
   if (kind == 1) store_cache_row<KC>(row, out, hd);
   else store_cache_row<VC>(row, out, hd);
 }
@@ -173,11 +175,13 @@ bool fused_enabled() {
 bool s_qkv(const Tensor& n) {
   if (!fused_enabled()) return false;
   const Tensor *x = n.src[0], *wq = n.src[1], *wk = n.src[2], *wv = n.src[3];
-  const Tensor *pos = n.src[9], *kc = n.src[10], *vc = n.src[11];
+  const Tensor *pos = n.src[9], *kc = n.src[10], *vc = n.src[11], *cells = n.src[12];
   if (!x || x->type != DType::F32 || !weight_ok(wq) || !weight_ok(wk) || !weight_ok(wv)) return false;
   for (int i = 4; i <= 8; ++i)
     if (!small_float(n.src[i])) return false;
-  if (!pos || !pos->is_contiguous() || !kc || !vc || !kc->is_contiguous() || !vc->is_contiguous()) return false;
+  if (!pos || !pos->is_contiguous() || !cells || !cells->is_contiguous() || !kc || !vc || !kc->is_contiguous() ||
+      !vc->is_contiguous())
+    return false;
   const int64_t hd = n.param<int32_t>(2);
   for (const Tensor* c : {kc, vc}) {
     if (c->type != DType::F32 && c->type != DType::F16 && c->type != DType::Q8_0) return false;
@@ -244,6 +248,7 @@ void k_qkv(KernelContext& kc, Tensor& node) {
   }
   a.eps = node.param<float>(3);
   a.pos = static_cast<const int32_t*>(pos.data);
+  a.cells = static_cast<const int32_t*>(node.src[12]->data);
   a.dst = static_cast<float*>(node.data);
   a.kc = td(kcache);
   a.vc = td(vcache);

@@ -1,40 +1,41 @@
-// KV_STORE and ATTENTION on CUDA against the CPU (GQA 1/2/7, every cache dtype, decode, verify
-// and prefill shapes, long pasts, head dims 32..256), and CUDA-graph replay of a decode step whose
+// KV_STORE and paged ATTENTION on CUDA against the CPU (GQA 1/2/7, every cache dtype, decode,
+// verify and prefill shapes, long pasts, head dims 32..256, scattered and shared blocks, many
+// sequences per batch, poisoned unused blocks), and CUDA-graph replay of a decode step whose
 // positions change between replays.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <numeric>
 
+#include "common/paged_attention_case.h"
 #include "cuda_test_util.h"
 #include "ops/ops.h"
 
 namespace minfer::test {
 namespace {
 
-struct AttnCase {
-  int64_t d, n_head, n_head_kv, T, n_kv, past;
-  DType kv;
-};
-
-void check_attention(const AttnCase& c) {
-  LeafData data([&](Tensor& leaf) {
-    if (leaf.type == DType::I32)
-      for (int64_t i = 0; i < leaf.nelements(); ++i) static_cast<int32_t*>(leaf.data)[i] = static_cast<int32_t>(c.past + i);
-    else fill_random(leaf);
-  });
+void check_paged(const PagedAttnCase& c) {
+  const PagedAttnLayout L = make_paged_layout(c, rng());
+  LeafData data = paged_leaf_data(c, L);
+  PagedAttnOp op;
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
-  compare_cpu_cuda(
-      [&](Context& ctx) {
-        Tensor* qbase = ctx.new_tensor(DType::F32, {c.d * (c.n_head + 1), c.T});
-        Tensor* q = view(ctx, qbase, {c.d, c.n_head, c.T}, {static_cast<size_t>(c.d) * 4, qbase->nb[1]}, 0);
-        Tensor* k = ctx.new_tensor(c.kv, {c.d, c.n_head_kv, c.n_kv});
-        Tensor* v = ctx.new_tensor(c.kv, {c.d, c.n_head_kv, c.n_kv});
-        return ops::attention(ctx, q, k, v, ctx.new_tensor(DType::I32, {c.T}), scale);
-      },
-      data, 1e-9,
-      fmt::format("attention d={} heads {}/{} T={} n_kv={} past={} kv {}", c.d, c.n_head, c.n_head_kv, c.T, c.n_kv,
-                  c.past, dtype_name(c.kv)));
+  compare_cpu_cuda([&](Context& ctx) { return build_paged_attention(ctx, c, L, scale, op); }, data, 1e-9,
+                   fmt::format("paged attention d={} heads {}/{} kv {} bs {} seqs {} queries {} (seed {})", c.d,
+                               c.n_head, c.n_head_kv, dtype_name(c.kv_type), c.block_size, c.seq_len.size(),
+                               L.pos.size(), seed()));
+}
+
+// One sequence of past + T tokens whose T newest are the queries, its blocks scattered.
+void check_attention(int64_t d, int64_t n_head, int64_t n_head_kv, int64_t T, int64_t past, DType kv) {
+  PagedAttnCase c;
+  c.d = c.dv = d;
+  c.n_head = n_head;
+  c.n_head_kv = n_head_kv;
+  c.kv_type = kv;
+  c.block_size = static_cast<int32_t>(int64_t{16} << rand_int(0, 2));
+  c.seq_len = {static_cast<int32_t>(past + T)};
+  c.n_query = {static_cast<int32_t>(T)};
+  check_paged(c);
 }
 
 class CudaAttention : public ::testing::TestWithParam<DType> {};
@@ -43,24 +44,61 @@ TEST_P(CudaAttention, GqaDecodeVerifyPrefill) {
   MINFER_REQUIRE_GPU();
   const DType kv = GetParam();
   for (int64_t ratio : {1, 2, 7}) {
-    check_attention({64, 2 * ratio, 2, 7, 40, 0, kv});       // short prefill (split path)
-    check_attention({64, 2 * ratio, 2, 1, 200, 133, kv});    // decode at depth
-    check_attention({64, 2 * ratio, 2, 1, 4097, 4000, kv});  // decode, many splits
-    check_attention({32, ratio, 1, 33, 100, 50, kv});        // verify-like batch with a past (tiles)
-    check_attention({128, 2 * ratio, 2, 16, 64, 0, kv});     // the split path's largest batch
-    check_attention({128, 2 * ratio, 2, 17, 64, 0, kv});     // just past the split threshold
+    check_attention(64, 2 * ratio, 2, 7, 0, kv);       // short prefill (split path)
+    check_attention(64, 2 * ratio, 2, 1, 133, kv);     // decode at depth
+    check_attention(64, 2 * ratio, 2, 1, 4000, kv);    // decode, many splits
+    check_attention(32, ratio, 1, 33, 50, kv);         // verify-like batch with a past (tiles)
+    check_attention(128, 2 * ratio, 2, 16, 0, kv);     // the split path's largest batch
+    check_attention(128, 2 * ratio, 2, 17, 0, kv);     // just past the split threshold
   }
-  check_attention({128, 4, 2, 100, 300, 150, kv});  // prefill with a past, several tiles
-  check_attention({256, 2, 1, 20, 64, 3, kv});      // head dim 256: opt-in shared memory
-  check_attention({96, 3, 3, 1, 7, 0, kv});         // head dim 96 (not a power of two), first token
-  check_attention({128, 28, 4, 1, 4500, 4400, kv});  // Qwen2.5-7B decode at depth (GQA kernel, group 7)
-  check_attention({128, 32, 8, 3, 300, 200, kv});    // Qwen3-8B verify-like (GQA kernel, group 4, T 3)
-  check_attention({256, 16, 2, 1, 70, 69, kv});      // head dim 256, group 8 (the GQA kernel's limit)
-  check_attention({64, 16, 1, 1, 100, 99, kv});      // group 16: the generic split kernel
+  check_attention(128, 4, 2, 100, 150, kv);   // prefill with a past, several tiles
+  check_attention(256, 2, 1, 20, 3, kv);      // head dim 256: opt-in shared memory
+  check_attention(96, 3, 3, 1, 0, kv);        // head dim 96 (not a power of two), first token
+  check_attention(128, 28, 4, 1, 4400, kv);   // Qwen2.5-7B decode at depth (GQA kernel, group 7)
+  check_attention(128, 32, 8, 3, 200, kv);    // Qwen3-8B verify-like (GQA kernel, group 4, T 3)
+  check_attention(256, 16, 2, 1, 69, kv);     // head dim 256, group 8 (the GQA kernel's limit)
+  check_attention(64, 16, 1, 1, 99, kv);      // group 16: the generic split kernel
 }
 
 INSTANTIATE_TEST_SUITE_P(KvDtype, CudaAttention, ::testing::Values(DType::F32, DType::F16, DType::Q8_0),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(CudaAttentionPaged, ManySequencesPerBatchDecodeAndPrefill) {
+  MINFER_REQUIRE_GPU();
+  for (int trial = 0; trial < 8; ++trial) {
+    PagedAttnCase c;
+    c.d = c.dv = trial % 2 ? 128 : 64;
+    c.n_head = 8;
+    c.n_head_kv = 2;
+    c.kv_type = trial % 3 == 0 ? DType::Q8_0 : DType::F16;
+    c.block_size = static_cast<int32_t>(int64_t{1} << rand_int(3, 7));
+    c.interleave = trial >= 6;
+    const auto n_seq = static_cast<size_t>(rand_int(2, 16));
+    const bool decode = trial % 4 < 2;  // one query each (split kernels) or prompt chunks (tiles)
+    for (size_t i = 0; i < n_seq; ++i) {
+      c.seq_len.push_back(static_cast<int32_t>(rand_int(1, 1500)));
+      c.n_query.push_back(decode ? 1 : static_cast<int32_t>(rand_int(1, std::min<int64_t>(c.seq_len.back(), 40))));
+    }
+    if (decode) c.n_query.resize(std::min<size_t>(n_seq, 16)), c.seq_len.resize(c.n_query.size());
+    c.shared_blocks = trial % 2 ? 2 : 0;
+    check_paged(c);
+  }
+}
+
+TEST(CudaAttentionPaged, LengthsAroundBlockAndTileEdges) {
+  MINFER_REQUIRE_GPU();
+  for (int32_t len : {1, 31, 32, 33, 63, 64, 65, 4095, 4096, 4097}) {
+    PagedAttnCase c;
+    c.d = c.dv = 128;
+    c.n_head = 8;
+    c.n_head_kv = 4;
+    c.block_size = 32;
+    c.seq_len = {len, len};
+    c.n_query = {1, std::min(len, 20)};
+    c.shared_blocks = 1;
+    check_paged(c);
+  }
+}
 
 TEST(CudaAttentionErrors, PositionPastTheCacheIsAnOpError) {
   MINFER_REQUIRE_GPU();
@@ -77,11 +115,12 @@ TEST(CudaAttentionErrors, PositionPastTheCacheIsAnOpError) {
   }, data), OpError);
   EXPECT_THROW(run_op(*gpu(), [&](Context& c) {
     Tensor* k = c.new_tensor(DType::F16, {32, 1, 8});
-    return ops::attention(c, c.new_tensor(DType::F32, {32, 2, 1}), k, k, c.new_tensor(DType::I32, {1}), 1.0f);
-  }, data2), OpError);
+    Tensor* i = c.new_tensor(DType::I32, {1});
+    return ops::attention(c, c.new_tensor(DType::F32, {32, 2, 1}), k, k, i, i, c.new_tensor(DType::I32, {1, 8}), 1, 1.0f);
+  }, data2), OpError);  // position 8 of a table row of 1 block of 1
 }
 
-TEST(CudaKvStore, WritesRowsAtPositionsEveryCacheDtype) {
+TEST(CudaKvStore, WritesRowsAtCellsEveryCacheDtype) {
   MINFER_REQUIRE_GPU();
   for (DType ct : {DType::F32, DType::F16, DType::Q8_0}) {
     LeafData data([&](Tensor& leaf) {
@@ -103,31 +142,40 @@ TEST(CudaKvStore, WritesRowsAtPositionsEveryCacheDtype) {
   }
 }
 
-// A decode loop: each step stores the new token's K/V at its position and attends over the
-// cache. The graph is identical every step (positions come from a tensor), so the CUDA backend
+// A decode loop: each step stores the new token's K/V at its cell and attends over the cache
+// (one sequence whose blocks run backwards through the cache). The graph is identical every step (positions come from a tensor), so the CUDA backend
 // captures it on the second step and replays it after; the outputs must follow the CPU.
 class DecodeLoop {
  public:
   DecodeLoop(Backend& b, DType kv, int64_t d, int64_t nh, int64_t nkv, int64_t n_ctx)
-      : be_(b), exec_(b), d_(d), nh_(nh), nkv_(nkv) {
+      : be_(b), exec_(b), d_(d), nh_(nh), nkv_(nkv), n_ctx_(n_ctx) {
     kc_ = cache_ctx_.new_tensor(kv, {d, nkv, n_ctx});
     vc_ = cache_ctx_.new_tensor(kv, {d, nkv, n_ctx});
+    table_ = cache_ctx_.new_tensor(DType::I32, {n_ctx / kBlock, 1});
     buf_ = allocate_tensors(cache_ctx_, b);
+    std::vector<int32_t> t(static_cast<size_t>(n_ctx / kBlock));
+    for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<int32_t>(t.size() - 1 - i);
+    upload(b, *table_, t.data(), t.size() * 4);
   }
   std::vector<float> step(const std::vector<float>& q, const std::vector<float>& kv, int32_t pos) {
     Context ctx;
     Tensor* tq = ctx.new_tensor(DType::F32, {d_, nh_, 1}, "q");
     Tensor* tx = ctx.new_tensor(DType::F32, {d_, nkv_, 1}, "x");
     Tensor* tp = ctx.new_tensor(DType::I32, {1}, "pos");
-    for (Tensor* t : {tq, tx, tp}) t->flags |= kTensorInput;
-    Tensor* ks = ops::kv_store(ctx, kc_, tx, tp);
-    Tensor* vs = ops::kv_store(ctx, vc_, tx, tp);
-    Tensor* out = ops::attention(ctx, tq, ks, vs, tp, 0.125f);
+    Tensor* tc = ctx.new_tensor(DType::I32, {1}, "cell");
+    Tensor* ts = ctx.new_tensor(DType::I32, {1}, "seq");
+    for (Tensor* t : {tq, tx, tp, tc, ts}) t->flags |= kTensorInput;
+    Tensor* ks = ops::kv_store(ctx, kc_, tx, tc);
+    Tensor* vs = ops::kv_store(ctx, vc_, tx, tc);
+    Tensor* out = ops::attention(ctx, tq, ks, vs, tp, ts, table_, kBlock, 0.125f);
     Graph g({out});
     exec_.allocate(ctx, g);
     be_.set_tensor(*tq, q.data(), 0, q.size() * 4);
     be_.set_tensor(*tx, kv.data(), 0, kv.size() * 4);
+    const int32_t cell = static_cast<int32_t>((n_ctx_ / kBlock - 1 - pos / kBlock) * kBlock + pos % kBlock), zero = 0;
     be_.set_tensor(*tp, &pos, 0, 4);
+    be_.set_tensor(*tc, &cell, 0, 4);
+    be_.set_tensor(*ts, &zero, 0, 4);
     exec_.compute(g);
     std::vector<float> r(static_cast<size_t>(d_ * nh_));
     be_.get_tensor(*out, r.data(), 0, r.size() * 4);
@@ -139,9 +187,10 @@ class DecodeLoop {
   Backend& be_;
   Executor exec_;
   Context cache_ctx_;
-  Tensor *kc_, *vc_;
+  static constexpr int32_t kBlock = 16;
+  Tensor *kc_, *vc_, *table_;
   std::unique_ptr<Buffer> buf_;
-  int64_t d_, nh_, nkv_;
+  int64_t d_, nh_, nkv_, n_ctx_;
 };
 
 TEST(CudaGraph, DecodeStepsReplayWithNewPositions) {

@@ -49,7 +49,8 @@ std::vector<Probe> probes(Context& c) {
   for (DType kv : {DType::F32, DType::F16, DType::Q8_0}) {
     Tensor* cache = c.new_tensor(kv, {64, 2, 16});
     p.push_back({"KV_STORE " + std::string(dtype_name(kv)), ops::kv_store(c, cache, f32({64, 2, 4}), pos)});
-    p.push_back({"ATTENTION " + std::string(dtype_name(kv)), ops::attention(c, x, cache, cache, pos, 0.1f)});
+    p.push_back({"ATTENTION " + std::string(dtype_name(kv)),
+                 ops::attention(c, x, cache, cache, pos, pos, c.new_tensor(DType::I32, {4, 4}), 4, 0.1f)});
   }
   Tensor* wqkv = c.new_tensor(DType::Q4_K, {256, 64 * 8});
   ops::QkvWeights qw;
@@ -61,7 +62,7 @@ std::vector<Probe> probes(Context& c) {
   qp.n_head_kv = 2;
   qp.head_dim = 64;
   Tensor* kc = c.new_tensor(DType::F16, {64, 2, 16});
-  p.push_back({"QKV (fused)", ops::qkv(c, f32({256, 4}), qw, pos, kc, kc, qp)});
+  p.push_back({"QKV (fused)", ops::qkv(c, f32({256, 4}), qw, pos, pos, kc, kc, qp)});
   Tensor* wgu = c.new_tensor(DType::Q4_K, {256, 1024});
   p.push_back({"FFN_SWIGLU (fused)", ops::ffn_swiglu(c, f32({256, 4}), slice(c, wgu, 1, 0, 512),
                                                      slice(c, wgu, 1, 512, 512), c.new_tensor(DType::Q4_K, {512, 256}))});

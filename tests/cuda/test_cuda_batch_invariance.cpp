@@ -71,8 +71,10 @@ struct AttnShape {
 void check_attention_rows(const AttnShape& s) {
   auto run = [&](int64_t t0, int64_t n) {
     LeafData data([&](Tensor& leaf) {
-      if (leaf.type == DType::I32) {
-        for (int64_t i = 0; i < n; ++i) static_cast<int32_t*>(leaf.data)[i] = static_cast<int32_t>(s.past + t0 + i);
+      if (leaf.type == DType::I32) {  // one sequence in consecutive blocks of 16
+        auto* out = static_cast<int32_t*>(leaf.data);
+        for (int64_t i = 0; i < leaf.nelements(); ++i)
+          out[i] = leaf.name == "pos" ? static_cast<int32_t>(s.past + t0 + i) : leaf.name == "seq" ? 0 : static_cast<int32_t>(i);
         return;
       }
       // q: rows are (head, token); keep the token index global so row t0 + i means the same query.
@@ -92,7 +94,8 @@ void check_attention_rows(const AttnShape& s) {
       Tensor* q = c.new_tensor(DType::F32, {s.d, s.n_head, n}, "q");
       Tensor* k = c.new_tensor(s.kv, {s.d, s.n_head_kv, s.n_kv}, "k");
       Tensor* v = c.new_tensor(s.kv, {s.d, s.n_head_kv, s.n_kv}, "v");
-      return ops::attention(c, q, k, v, c.new_tensor(DType::I32, {n}, "pos"),
+      return ops::attention(c, q, k, v, c.new_tensor(DType::I32, {n}, "pos"), c.new_tensor(DType::I32, {n}, "seq"),
+                            c.new_tensor(DType::I32, {s.n_kv / 16, 1}, "table"), 16,
                             1.0f / std::sqrt(static_cast<float>(s.d)));
     }, data).values;
   };

@@ -21,9 +21,18 @@ struct QkvCase {
 
 void check_qkv(const QkvCase& c, bool through_attention) {
   const int64_t n_embd = 256, hd = 64, n_head = 4, n_kv = 2, n_ctx = 96;
+  // One sequence whose blocks of 16 cells run backwards through the cache.
   const InitFn init = named_init([&](Tensor& leaf) {
     if (leaf.type != DType::I32) return false;
-    for (int64_t i = 0; i < leaf.nelements(); ++i) static_cast<int32_t*>(leaf.data)[i] = static_cast<int32_t>(c.past + i);
+    auto* out = static_cast<int32_t*>(leaf.data);
+    const int64_t nb = n_ctx / 16;
+    for (int64_t i = 0; i < leaf.nelements(); ++i) {
+      const int64_t p = c.past + i;
+      out[i] = leaf.name == "pos"     ? static_cast<int32_t>(p)
+               : leaf.name == "cells" ? static_cast<int32_t>((nb - 1 - p / 16) * 16 + p % 16)
+               : leaf.name == "seq"   ? 0
+                                      : static_cast<int32_t>(nb - 1 - i);  // the table
+    }
     return true;
   });
   ops::QkvParams p;
@@ -55,12 +64,15 @@ void check_qkv(const QkvCase& c, bool through_attention) {
       w.k_norm = ctx.new_tensor(DType::F32, {hd}, "k_norm");
     }
     Tensor* pos = ctx.new_tensor(DType::I32, {c.T}, "pos");
+    Tensor* cells = ctx.new_tensor(DType::I32, {c.T}, "cells");
     Tensor* kc = ctx.new_tensor(c.cache, {hd, n_kv, n_ctx}, "k_cache");
     Tensor* vc = ctx.new_tensor(c.cache, {hd, n_kv, n_ctx}, "v_cache");
-    Tensor* q = ops::qkv(ctx, x, w, pos, kc, vc, p);
+    Tensor* q = ops::qkv(ctx, x, w, pos, cells, kc, vc, p);
     // Weights of stddev 1/sqrt(n_embd) (named_init) keep q and k O(1): the scores are too, so the
     // softmax is not a near-argmax that would amplify rounding differences.
-    return through_attention ? ops::attention(ctx, q, kc, vc, pos, 0.125f) : q;
+    if (!through_attention) return q;
+    return ops::attention(ctx, q, kc, vc, pos, ctx.new_tensor(DType::I32, {c.T}, "seq"),
+                          ctx.new_tensor(DType::I32, {n_ctx / 16, 1}, "table"), 16, 0.125f);
   };
   // The cache rows before the past are random (never written): attention over them is defined.
   const double tol = dtype_is_quantized(c.wt) || c.cache == DType::Q8_0 ? 5e-4 : 1e-8;  // f16/q8 rounding flips
@@ -80,7 +92,8 @@ TEST(CudaFusedQkv, IsSupportedAndMatchesTheDecomposition) {
     p.n_head_kv = 2;
     p.head_dim = 64;
     Tensor* kc = ctx.new_tensor(DType::F16, {64, 2, 16});
-    Tensor* q = ops::qkv(ctx, ctx.new_tensor(DType::F32, {256, 1}), w, ctx.new_tensor(DType::I32, {1}), kc, kc, p);
+    Tensor* idx = ctx.new_tensor(DType::I32, {1});
+    Tensor* q = ops::qkv(ctx, ctx.new_tensor(DType::F32, {256, 1}), w, idx, idx, kc, kc, p);
     EXPECT_TRUE(cuda::op_supported(*q));
   }
   MINFER_REQUIRE_GPU();
@@ -137,14 +150,19 @@ TEST(CudaFusedLayer, DecoderLayerWithPeepholeFusions) {
   for (bool qwen3 : {false, true})
     for (int64_t T : {1, 4, 20}) {
       const int64_t past = T == 1 ? 30 : 2;
+      // One sequence in consecutive blocks of 16: cells equal positions.
       const InitFn init = named_init([&](Tensor& leaf) {
         if (leaf.type != DType::I32) return false;
-        for (int64_t i = 0; i < leaf.nelements(); ++i) static_cast<int32_t*>(leaf.data)[i] = static_cast<int32_t>(past + i);
+        for (int64_t i = 0; i < leaf.nelements(); ++i)
+          static_cast<int32_t*>(leaf.data)[i] = leaf.name == "pos" || leaf.name == "cells" ? static_cast<int32_t>(past + i)
+                                                : leaf.name == "seq"                          ? 0
+                                                                                              : static_cast<int32_t>(i);
         return true;
       });
       auto build = [&](Context& ctx) {
         Tensor* x = ctx.new_tensor(DType::F32, {n_embd, T}, "x");
         Tensor* pos = ctx.new_tensor(DType::I32, {T}, "pos");
+        Tensor* cells = ctx.new_tensor(DType::I32, {T}, "cells");
         Tensor* kc = ctx.new_tensor(DType::F16, {hd, n_kv, n_ctx}, "k_cache");
         Tensor* vc = ctx.new_tensor(DType::F16, {hd, n_kv, n_ctx}, "v_cache");
         Tensor* wqkv = ctx.new_tensor(DType::Q4_K, {n_embd, (n_head + 2 * n_kv) * hd}, "wqkv");
@@ -164,8 +182,9 @@ TEST(CudaFusedLayer, DecoderLayerWithPeepholeFusions) {
         p.head_dim = hd;
         p.rope.freq_base = 1e6f;
         Tensor* hn = ops::rms_norm(ctx, x, 1e-6f, ctx.new_tensor(DType::F32, {n_embd}, "attn_norm"));
-        Tensor* q = ops::qkv(ctx, hn, w, pos, kc, vc, p);
-        Tensor* a = ops::attention(ctx, q, kc, vc, pos, 0.125f);
+        Tensor* q = ops::qkv(ctx, hn, w, pos, cells, kc, vc, p);
+        Tensor* a = ops::attention(ctx, q, kc, vc, pos, ctx.new_tensor(DType::I32, {T}, "seq"),
+                                   ctx.new_tensor(DType::I32, {n_ctx / 16, 1}, "table"), 16, 0.125f);
         // [hd, n_head, T] -> [hd * n_head, T] through a copy: the harness allocates leaves before
         // the graph, so the build may not take views of nodes.
         a = ops::cpy(ctx, a, ctx.new_tensor(DType::F32, {hd * n_head, T}, "attn_out"));

@@ -1,0 +1,157 @@
+// minfer-batched-bench: throughput of many sequences decoded together, as llama-batched-bench
+// measures it. For each (PP, TG, B): B sequences each evaluate a PP-token prompt (all of them in
+// ubatches of -ub tokens: T_PP), then TG steps each decode one token of every sequence in one
+// forward pass (T_TG). With -pps the prompt is evaluated once and the other sequences fork it
+// (sharing its KV blocks). Tokens are random ids. Columns: PP, TG, B, N_KV (cells the run needs),
+// T_PP s, S_PP t/s, T_TG s, S_TG t/s, T s, S t/s (all tokens over the whole time).
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "common/common.h"
+#include "runtime/model_runner.h"
+
+using namespace minfer;
+
+namespace {
+
+std::vector<int> parse_list(const std::string& s, const char* flag) {
+  std::vector<int> v;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t used = 0;
+    int x = -1;
+    try {
+      x = std::stoi(item, &used);
+    } catch (const std::exception&) {
+    }
+    if (item.empty() || used != item.size() || x < 0)
+      throw std::invalid_argument(fmt::format("{} '{}' is not a list of non-negative numbers", flag, s));
+    v.push_back(x);
+  }
+  if (v.empty()) throw std::invalid_argument(fmt::format("{} needs at least one value", flag));
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return examples::run_main([&] {
+    CLI::App app{"minfer-batched-bench: prompt and decode throughput of B sequences evaluated together"};
+    examples::ModelArgs margs;
+    margs.n_batch = 2048;
+    std::string npp = "128,256,512", ntg = "128,256", npl = "1,2,4,8,16,32", output = "md";
+    int n_ubatch = 512;
+    bool pps = false;
+    examples::add_model_flags(app, margs);
+    app.add_option("--ub,--ubatch-size", n_ubatch, "tokens per forward pass (-ub)")->check(CLI::PositiveNumber);
+    app.add_option("--npp", npp, "prompt lengths, comma-separated (-npp)");
+    app.add_option("--ntg", ntg, "generated tokens per sequence, comma-separated (-ntg)");
+    app.add_option("--npl", npl, "parallel sequences B, comma-separated (-npl)");
+    app.add_flag("--pps", pps, "the sequences share one prompt, evaluated once and forked (-pps)");
+    app.add_option("-o,--output", output, "md or json")->check(CLI::IsMember({"md", "json"}));
+    auto [args, av] = examples::llama_flags(argc, argv, {"-ub", "-npp", "-ntg", "-npl", "-pps"});
+    MINFER_PARSE(app, static_cast<int>(av.size()), av.data());
+    const auto pp_list = parse_list(npp, "-npp"), tg_list = parse_list(ntg, "-ntg"), pl_list = parse_list(npl, "-npl");
+    for (int pl : pl_list)
+      if (pl < 1) throw std::invalid_argument("-npl values must be >= 1");
+
+    auto need = [&](int pp, int tg, int pl) { return pps ? pp + pl * tg : pl * (pp + tg); };
+    int max_pl = 1, max_kv = 1, max_seq = 1;
+    for (int pp : pp_list)
+      for (int tg : tg_list)
+        for (int pl : pl_list) {
+          max_pl = std::max(max_pl, pl);
+          max_kv = std::max(max_kv, need(pp, tg, pl));
+          max_seq = std::max(max_seq, pp + tg);
+        }
+    auto L = examples::load_model(margs);
+    RunnerParams rp = examples::session_params(margs);
+    rp.n_ctx = margs.n_ctx > 0 ? margs.n_ctx : max_kv + max_pl * rp.block_size;  // + partial blocks
+    rp.n_batch = std::min(n_ubatch, margs.n_batch);
+    rp.n_seq_max = max_pl;
+    rp.n_ctx_seq = max_seq;
+    ModelRunner runner(*L.model, *L.backend, rp);
+    KvCache& kv = runner.kv();
+    const int32_t n_vocab = runner.n_vocab();
+    std::mt19937 rng(42);
+    std::uniform_int_distribution<int32_t> rand_tok(0, n_vocab - 1);
+    using Clock = std::chrono::steady_clock;
+    auto seconds = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+    std::vector<BatchToken> batch;
+    auto flush = [&] {
+      if (!batch.empty()) runner.decode(batch);
+      batch.clear();
+    };
+    auto add = [&](int32_t seq, bool logits) {
+      batch.push_back({seq, rand_tok(rng), logits});
+      if (static_cast<int>(batch.size()) == runner.n_batch()) flush();
+    };
+    {  // warm-up: one short prompt
+      const int32_t s = kv.seq_new();
+      for (int i = 0; i < 16; ++i) add(s, i == 15);
+      flush();
+      kv.seq_free(s);
+    }
+    if (output == "md") {
+      std::fprintf(stderr, "model: %s on %s, pool %d cells (blocks of %d), ubatch %d, kv %s, shared prompt %d\n",
+                   L.file->name().c_str(), std::string(L.backend->name()).c_str(), kv.n_ctx(), kv.block_size(),
+                   runner.n_batch(), dtype_name(kv.type()).data(), pps ? 1 : 0);
+      std::printf("|%6s | %6s | %4s | %6s | %8s | %8s | %8s | %8s | %8s | %8s |\n", "PP", "TG", "B", "N_KV", "T_PP s",
+                  "S_PP t/s", "T_TG s", "S_TG t/s", "T s", "S t/s");
+      std::printf("|%6s-|-%6s-|-%4s-|-%6s-|-%8s-|-%8s-|-%8s-|-%8s-|-%8s-|-%8s-|\n", "------", "------", "----", "------",
+                  "--------", "--------", "--------", "--------", "--------", "--------");
+    }
+    nlohmann::json rows = nlohmann::json::array();
+    for (int pp : pp_list)
+      for (int tg : tg_list)
+        for (int pl : pl_list) {
+          const int n_kv = need(pp, tg, pl);
+          if (n_kv > kv.n_ctx()) {
+            std::fprintf(stderr, "skipping PP %d TG %d B %d: needs %d cells, the pool has %d (-c)\n", pp, tg, pl, n_kv, kv.n_ctx());
+            continue;
+          }
+          std::vector<int32_t> seqs;
+          for (int j = 0; j < pl; ++j) seqs.push_back(kv.seq_new());
+          auto t0 = Clock::now();
+          for (int j = 0; j < (pps ? 1 : pl); ++j)
+            for (int i = 0; i < pp; ++i) add(seqs[static_cast<size_t>(j)], i == pp - 1);
+          flush();
+          if (pps)
+            for (int j = 1; j < pl; ++j) {
+              kv.seq_free(seqs[static_cast<size_t>(j)]);
+              seqs[static_cast<size_t>(j)] = kv.seq_fork(seqs[0]);
+            }
+          L.backend->synchronize();
+          const double t_pp = seconds(t0);
+          t0 = Clock::now();
+          for (int i = 0; i < tg; ++i) {
+            for (int32_t s : seqs) add(s, true);
+            flush();
+          }
+          L.backend->synchronize();
+          const double t_tg = seconds(t0);
+          for (int32_t s : seqs) kv.seq_free(s);
+          const double pp_tokens = pps ? pp : static_cast<double>(pl) * pp, tg_tokens = static_cast<double>(pl) * tg;
+          const double t = t_pp + t_tg;
+          const double s_pp = t_pp > 0 ? pp_tokens / t_pp : 0, s_tg = t_tg > 0 ? tg_tokens / t_tg : 0;
+          const double s_all = (pp_tokens + tg_tokens) / t;
+          if (output == "md") {
+            std::printf("|%6d | %6d | %4d | %6d | %8.3f | %8.2f | %8.3f | %8.2f | %8.3f | %8.2f |\n", pp, tg, pl, n_kv,
+                        t_pp, s_pp, t_tg, s_tg, t, s_all);
+            std::fflush(stdout);
+          }
+          rows.push_back({{"n_kv_max", kv.n_ctx()}, {"n_batch", margs.n_batch}, {"n_ubatch", runner.n_batch()},
+                          {"is_pp_shared", pps ? 1 : 0}, {"block_size", kv.block_size()}, {"pp", pp}, {"tg", tg},
+                          {"pl", pl}, {"n_kv", n_kv}, {"t_pp", t_pp}, {"speed_pp", s_pp}, {"t_tg", t_tg},
+                          {"speed_tg", s_tg}, {"t", t}, {"speed", s_all}});
+        }
+    if (output == "json") std::puts(rows.dump(2).c_str());
+    return 0;
+  });
+}
