@@ -18,7 +18,7 @@
 //
 // Greedy output of a sequence does not depend on what else runs with it: on the CPU every op is
 // batch-invariant (runtime/speculative.h says why), so it is bit-identical to running it alone;
-// on CUDA that holds while a step has at most 16 rows (ops/cuda kDecodeMaxRows).
+// on CUDA that holds while a step stays in the decode kernels (docs/batching.md).
 //
 // Not thread-safe: one thread calls submit/cancel/step (the server serializes around it).
 #pragma once

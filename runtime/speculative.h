@@ -24,8 +24,9 @@
 // The exception is F32 weights with contiguous operands: that matmul goes through Eigen's GEMM,
 // whose blocking depends on N, so a model with F32 matmul weights is invariant only up to
 // rounding and its speculative greedy output may (rarely) differ from plain greedy output. On
-// CUDA the decode kernels are batch-invariant up to 16 rows per batch (MMVQ, the float matvec,
-// split-KV attention: ops/cuda kDecodeMaxRows), hence the default maximum depth of 15.
+// CUDA the decode kernels are batch-invariant up to 64 rows per batch for the tensor-core MMQ
+// weight types and split-KV attention, and up to 16 rows for the dp4a MMVQ types and the float
+// matvec (ops/cuda kDecodeMaxRows, kMatvecMaxRows), which the default maximum depth of 15 keeps.
 #pragma once
 
 #include <functional>

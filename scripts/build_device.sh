@@ -20,7 +20,7 @@ jobs="${JOBS:-2}"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMINFER_CUDA=ON -DMINFER_PORTABLE=ON \
   -DMINFER_SANITIZE=OFF "$@" >/dev/null
 # What the device runs: the GPU tests and the programs gpu_check.sh uses (those that exist).
-want=(test_cuda_ops test_cuda_models minfer-bench minfer-mkmodel minfer-generate minfer-perplexity minfer-speculative)
+want=(test_cuda_ops test_cuda_models minfer-bench minfer-batched-bench minfer-mkmodel minfer-generate minfer-perplexity minfer-speculative)
 have=$(ninja -C "$build" -t targets all | sed 's/:.*//')
 targets=()
 for t in "${want[@]}"; do grep -qx "$t" <<<"$have" && targets+=("$t"); done
@@ -42,6 +42,7 @@ for m in qwen2-s qwen3-xs; do
 done
 copy_fixture qwen3-s/refs.json
 for i in 0 1 2 3 4; do copy_fixture "qwen3-s/ref$i.logits.f32"; done
+copy_fixture tokenizer/qwen-vocab.gguf  # mkmodel --vocab: models llama.cpp can load too
 for f in qwen2-s/qwen2-s-Q4_K_M.gguf qwen2-s/qwen2-s-Q5_K_M.gguf qwen3-s/qwen3-s-Q4_K_M.gguf \
          qwen3-xs/qwen3-xs-Q8_0.gguf qwen3-xs/qwen3-xs-Q4_0.gguf qwen3-xs/qwen3-xs-Q5_1.gguf text/python-val.txt; do
   copy_fixture "$f"

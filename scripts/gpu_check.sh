@@ -12,6 +12,9 @@
 #   spec     speculative decoding on the fixture pair (scripts/spec_bench.sh: each run also times
 #            plain decoding, a same-run A/B)
 #   verify   the verify-batch cost curve (minfer-bench -v 2,4,8,16,17) on the 7B and 0.5B shapes
+#   batched  minfer-batched-bench on the 7B shape (-npp 512 -ntg 128 -npl 1,4,16,64), then S_TG at
+#            B = 16 for KV block sizes 16/32/64/128
+#   LLAMA=DIR in the environment: the same batched/table runs with llama.cpp's binaries in DIR/build/bin
 #   AB=1 in the environment adds bench runs with MINFER_CUDA_GRAPH=0, MINFER_CUDA_FUSED=0 and
 #   MINFER_CUDA_MMVQ_R2=1;
 #   PROF=1 adds one with MINFER_CUDA_PROFILE=1 (host vs GPU time per graph).
@@ -109,7 +112,8 @@ make_model() {
   local label=$1
   shift
   local gguf="$models/$label.gguf" t0=$SECONDS
-  [[ -f $gguf ]] || .dev/bin/minfer-mkmodel -q -o "$gguf" "$@" >"$out/mkmodel-$label.log" 2>&1 ||
+  [[ -f $gguf ]] || .dev/bin/minfer-mkmodel -q -o "$gguf" --vocab "$MINFER_FIXTURES/tokenizer/qwen-vocab.gguf" "$@" \
+    >"$out/mkmodel-$label.log" 2>&1 ||
     { row "mkmodel $label" FAIL "$(tail -1 "$out/mkmodel-$label.log")"; return 1; }
   row "mkmodel $label" ok "$((SECONDS - t0)) s, $(du -h "$gguf" | cut -f1)"
 }
@@ -126,15 +130,31 @@ step_table() {
 
 step_attn() {
   make_model qwen2.5-7b-q4km --shape qwen2.5-7b || return
-  local gguf="$models/qwen2.5-7b-q4km.gguf" r v
-  for r in 1 2; do
-    for v in MINFER_CUDA_ATTN_GQA=1 MINFER_CUDA_ATTN_GQA=0; do
-      env "$v" timeout 300 .dev/bin/minfer-bench -m "$gguf" --device cuda -p 0 -n 128 -d 0,1024,4096 -r 3 \
-        >"$out/attn-$v-$r.log" 2>&1
-      row "decode $v (round $r)" "rc $?" ""
-      grep -E '^\| .*tg[0-9]' "$out/attn-$v-$r.log" | sed 's/^/    /' | tee -a "$summary" >/dev/null
-    done
+  local gguf="$models/qwen2.5-7b-q4km.gguf"
+  timeout 300 .dev/bin/minfer-bench -m "$gguf" --device cuda -p 0 -n 128 -d 0,1024,4096 -r 3 >"$out/attn.log" 2>&1
+  row "decode at depth" "rc $?" ""
+  grep -E '^\| .*tg[0-9]' "$out/attn.log" | sed 's/^/    /' | tee -a "$summary" >/dev/null
+}
+
+# Many sequences decoded together (minfer-batched-bench), and the KV block size.
+step_batched() {
+  make_model qwen2.5-7b-q4km --shape qwen2.5-7b || return
+  local gguf="$models/qwen2.5-7b-q4km.gguf" t0=$SECONDS bs
+  timeout 400 .dev/bin/minfer-batched-bench -m "$gguf" --device cuda -npp 512 -ntg 128 -npl 1,4,16,64 \
+    >"$out/batched.log" 2>&1
+  row "batched-bench 7B" "rc $?" "$((SECONDS - t0)) s"
+  grep -E '^\|' "$out/batched.log" | sed 's/^/    /' | tee -a "$summary" >/dev/null
+  for bs in 16 32 64 128; do
+    timeout 200 .dev/bin/minfer-batched-bench -m "$gguf" --device cuda -npp 512 -ntg 32 -npl 16 --block-size "$bs" \
+      >"$out/batched-bs$bs.log" 2>&1
+    row "batched-bench 7B block size $bs" "rc $?" "$(grep -E '^\| +512' "$out/batched-bs$bs.log" | tr -s ' ')"
   done
+  if [[ -n ${LLAMA:-} ]]; then
+    timeout 400 "$LLAMA/build/bin/llama-batched-bench" -m "$gguf" -fa 1 -ngl 99 -c 45056 -b 2048 -ub 512 -npp 512 \
+      -ntg 128 -npl 1,4,16,64 >"$out/llama-batched.log" 2>&1
+    row "llama-batched-bench 7B" "rc $?" ""
+    grep -E '^\|' "$out/llama-batched.log" | sed 's/^/    /' | tee -a "$summary" >/dev/null
+  fi
 }
 
 step_generate() {
@@ -200,6 +220,7 @@ for s in "${steps[@]}"; do
     attn) step_attn ;;
     spec) step_spec ;;
     verify) step_verify ;;
+    batched) step_batched ;;
     *) echo "gpu_check: unknown step '$s'" >&2; exit 2 ;;
   esac
 done

@@ -5,18 +5,18 @@
 // table[seq[t]][j / block_size] * block_size + j % block_size. The launch shape depends only on
 // tensor shapes, never on positions, sequences or the table, so a captured CUDA graph replays
 // correctly at any depth and for any mix of sequences.
-// - T <= 16 queries (kDecodeMaxRows), head dim 64/128/256, GQA group <= 8: attn_gqa_kernel (below), split-KV with
+// - T <= 64 queries (kDecodeMaxRows), head dim 64/128/256, GQA group <= 8: attn_gqa_kernel (below), split-KV with
 //   one block per KV head serving all its query heads.
 // - Both split-KV paths launch a split count fixed by the longest sequence the table allows and the
 //   head counts, and each query uses ceil(kv_len / chunk) of them with chunk = a multiple of 64
 //   keys set by its own kv_len: never by T or the other queries, so query t of a T-query batch
 //   gets the same bits as a one-query step at pos[t] (batch invariance: speculative
 //   verification and continuous batching reproduce plain decoding exactly).
-// - Other T <= 16 queries (decode, verify): split-KV ("flash-decoding"): grid (splits, heads,
+// - Other T <= 64 queries (decode, verify): split-KV ("flash-decoding"): grid (splits, heads,
 //   queries); split s takes an equal share of the visible keys (computed on the device from
 //   pos[t]), keeps an online softmax per warp, and writes (max, sum, acc[dv]);
 //   attn_combine_kernel merges the splits of every head in parallel.
-// - T > 16 (prefill): flash-style tiles (Dao et al. 2022): a block holds 16 queries of one head,
+// - T > 64 (prefill): flash-style tiles (Dao et al. 2022): a block holds 16 queries of one head,
 //   streams 32-key K/V tiles through shared memory (widened to f32), one key per lane for the
 //   scores, online softmax per query, keys past the block's largest position never loaded. A tile
 //   whose queries belong to several sequences walks each run of one sequence's queries in turn.

@@ -131,7 +131,7 @@ void launch_matvec_f(KernelContext& kc, const Tensor& a, const float* x, int64_t
     MINFER_NC(1) MINFER_NC(2) MINFER_NC(3) MINFER_NC(4) MINFER_NC(5) MINFER_NC(6) MINFER_NC(7) MINFER_NC(8)
     MINFER_NC(9) MINFER_NC(10) MINFER_NC(11) MINFER_NC(12) MINFER_NC(13) MINFER_NC(14) MINFER_NC(15) MINFER_NC(16)
 #undef MINFER_NC
-    default: throw std::logic_error(kc.where() + ": matvec with N > kDecodeMaxRows");
+    default: throw std::logic_error(kc.where() + ": matvec with N > kMatvecMaxRows");
   }
   kc.check_launch("matvec_f_kernel");
 }
@@ -318,9 +318,9 @@ bool s_mul_mat(const Tensor& dst) {
 size_t matmul_scratch(const Tensor& a, const Tensor& b) {
   const int64_t K = a.ne[0], M = a.ne[1], N = b.ne[1];
   const int64_t rows = N * b.ne[2] * b.ne[3];
-  if (N <= kDecodeMaxRows && mmvq_supported(a.type))
+  if (N <= q8_decode_rows(a.type))
     return align256(static_cast<size_t>(rows * K)) + static_cast<size_t>(rows * (K / 32)) * sizeof(float2);
-  if (N <= kDecodeMaxRows && (a.type == DType::F32 || a.type == DType::F16 || a.type == DType::BF16))
+  if (N <= kMatvecMaxRows && (a.type == DType::F32 || a.type == DType::F16 || a.type == DType::BF16))
     return static_cast<size_t>(rows * K) * 4;
   const size_t act_bytes = static_cast<size_t>(rows * K) * (a.type == DType::F32 || a.type == DType::F16 || a.type == DType::BF16 ? 4 : 2);
   const bool block = is_block_weight(a.type);
@@ -328,10 +328,10 @@ size_t matmul_scratch(const Tensor& a, const Tensor& b) {
   return align256(act_bytes) + (block ? static_cast<size_t>(chunk_rows * K) * 2 : 0) + 256;
 }
 
-bool matmul_is_mmvq(const Tensor& a, int64_t n_cols) { return n_cols <= kDecodeMaxRows && mmvq_supported(a.type); }
+bool matmul_is_mmvq(const Tensor& a, int64_t n_cols) { return n_cols <= q8_decode_rows(a.type); }
 bool matmul_is_vec(const Tensor& a, int64_t n_cols) {
-  return n_cols <= kDecodeMaxRows &&
-         (mmvq_supported(a.type) || a.type == DType::F32 || a.type == DType::F16 || a.type == DType::BF16);
+  return matmul_is_mmvq(a, n_cols) ||
+         (n_cols <= kMatvecMaxRows && (a.type == DType::F32 || a.type == DType::F16 || a.type == DType::BF16));
 }
 
 void matmul(KernelContext& kc, const Tensor& a, const Tensor& b, Tensor& dst) {
@@ -339,7 +339,7 @@ void matmul(KernelContext& kc, const Tensor& a, const Tensor& b, Tensor& dst) {
   if (M == 0 || N == 0 || B2 == 0 || B3 == 0) return;
   float* out = kc.residual_out ? kc.residual_out : static_cast<float*>(dst.data);
   const float* res = kc.residual;
-  if (N <= kDecodeMaxRows && mmvq_supported(a.type)) {
+  if (N <= q8_decode_rows(a.type)) {
     if (kc.prequant_src == &b) {
       mmvq(kc, a, kc.prequant_qs, kc.prequant_ds, N, B2, B3, out, res);
       return;
@@ -353,7 +353,7 @@ void matmul(KernelContext& kc, const Tensor& a, const Tensor& b, Tensor& dst) {
     mmvq(kc, a, qs, ds, N, B2, B3, out, res);
     return;
   }
-  if (N <= kDecodeMaxRows && (a.type == DType::F32 || a.type == DType::F16 || a.type == DType::BF16)) {
+  if (N <= kMatvecMaxRows && (a.type == DType::F32 || a.type == DType::F16 || a.type == DType::BF16)) {
     const int64_t rows = N * B2 * B3;
     float* x = static_cast<float*>(kc.scratch_bytes(static_cast<size_t>(rows * K) * 4));
     convert_act<ActMode::F32>(kc, b, x, 0);

@@ -1,4 +1,5 @@
-// MMVQ: the decode matmul for block-quantized weights (N <= kDecodeMaxRows = 16 activation rows).
+// MMVQ: the dp4a decode matmul for block-quantized weights that the tensor-core MMQ (k_mmq.cu)
+// lacks (N <= kMatvecMaxRows = 16 activation rows); mmvq() is the one entry point of both.
 //
 // Activations are quantized once per matmul to q8_1 planes (int8 quants [rows][K] and per
 // 32-element block float2 (d, d * sum(q))). Each warp computes one weight row: lane l walks the
@@ -425,7 +426,7 @@ void launch_mmvq_t(KernelContext& kc, const Tensor& a, const int8_t* qs, const f
     MINFER_NC(1) MINFER_NC(2) MINFER_NC(3) MINFER_NC(4) MINFER_NC(5) MINFER_NC(6) MINFER_NC(7) MINFER_NC(8)
     MINFER_NC(9) MINFER_NC(10) MINFER_NC(11) MINFER_NC(12) MINFER_NC(13) MINFER_NC(14) MINFER_NC(15) MINFER_NC(16)
 #undef MINFER_NC
-    default: throw std::logic_error(kc.where() + ": mmvq with N > kDecodeMaxRows");
+    default: throw std::logic_error(kc.where() + ": mmvq with N > kMatvecMaxRows");
   }
   kc.check_launch("mmvq_kernel");
 }
@@ -461,8 +462,13 @@ void swiglu_f32(KernelContext& kc, const TD& g, const TD& u, float* h) {
   kc.check_launch("swiglu_f32_kernel");
 }
 
+int64_t q8_decode_rows(DType type) {
+  return mmq_supported(type) ? kDecodeMaxRows : mmvq_supported(type) ? kMatvecMaxRows : 0;
+}
+
 void mmvq(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2, int64_t B3,
           float* dst, const float* residual) {
+  if (mmq_supported(a.type)) return mmq(kc, a, qs, ds, N, B2, B3, dst, residual);
   switch (a.type) {
 #define MINFER_T(T) \
   case DType::T: return launch_mmvq_t<DType::T>(kc, a, qs, ds, N, B2, B3, dst, residual);

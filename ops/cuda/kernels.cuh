@@ -55,11 +55,13 @@ bool s_ffn_swiglu(const Tensor&);
 
 // ---- shared building blocks (defined in k_matmul.cu / k_mmvq.cu / k_attention.cu) ----
 
-/// The most activation rows (matmul N) or queries (attention T) the decode kernels take: MMVQ,
-/// the float matvec and split-KV attention. They are batch-invariant (a row gets the same bits
-/// as when computed alone), which speculative verification relies on; larger batches go to the
-/// GEMM and tiled-attention paths, which are not. 16 covers a verify of up to 15 drafts.
-constexpr int64_t kDecodeMaxRows = 16;
+/// The most activation rows (matmul N) or queries (attention T) the decode kernels take: the
+/// tensor-core MMQ (k_mmq.cu) and split-KV attention. They are batch-invariant (a row gets the
+/// same bits as when computed alone), which continuous batching and speculative verification
+/// rely on; larger batches go to the GEMM and tiled-attention paths, which are not.
+constexpr int64_t kDecodeMaxRows = 64;
+/// The same for the dp4a MMVQ (weight types MMQ lacks) and the float matvec: 16 rows.
+constexpr int64_t kMatvecMaxRows = 16;
 
 /// out[n][m] (+ batch) = a · b as MUL_MAT does, for a weight `a` and activations `b` already on
 /// the device; dst is f32 contiguous [M, N, B2, B3]. Shared by MUL_MAT and the fused ops.
@@ -79,12 +81,21 @@ void quantize_q8_1(KernelContext& kc, const TD& b, DType btype, int8_t* qs, floa
 void swiglu_q8_1(KernelContext& kc, const TD& g, const TD& u, int8_t* qs, float2* ds);
 /// h = silu(g) * u into contiguous f32 [n, N].
 void swiglu_f32(KernelContext& kc, const TD& g, const TD& u, float* h);
-/// dst[n][m] = dot(a row m, activation row n) (+ residual[n][m] when given) for n < N (N <= kDecodeMaxRows),
-/// batch over B2, B3.
+/// dst[n][m] = dot(a row m, activation row n) (+ residual[n][m] when given) for n < N, batch over
+/// B2, B3, from q8_1 activation planes: the tensor-core MMQ for its types (N <= kDecodeMaxRows),
+/// else the dp4a MMVQ (N <= kMatvecMaxRows).
 void mmvq(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2,
           int64_t B3, float* dst, const float* residual = nullptr);
+/// True when `type` has a tensor-core MMQ kernel (k_mmq.cu).
+bool mmq_supported(DType type);
+void mmq(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2, int64_t B3,
+         float* dst, const float* residual);
+/// The most activation rows a q8_1 decode matmul of weight `type` takes: kDecodeMaxRows with
+/// MMQ, kMatvecMaxRows with MMVQ only, 0 without either.
+int64_t q8_decode_rows(DType type);
 
-/// Whether matmul(kc, a, b, ...) runs a matrix-vector kernel (N <= kDecodeMaxRows) that can add a residual in
+/// Whether matmul(kc, a, b, ...) runs a decode kernel (q8_decode_rows, or the float matvec up to
+/// kMatvecMaxRows) that can add a residual in
 /// its epilogue and use pre-quantized q8_1 activations (the latter: MMVQ weights only).
 bool matmul_is_vec(const Tensor& a, int64_t n_cols);
 bool matmul_is_mmvq(const Tensor& a, int64_t n_cols);

@@ -1,7 +1,9 @@
 // Batch invariance on CUDA: a row computed in a batch of T rows has exactly the bits it has when
 // computed alone. Speculative decoding's greedy identity rests on it (the target verifies d + 1
-// tokens in one pass, plain decoding evaluates them one at a time), for the decode-size kernels:
-// MMVQ and the float matvec and split-KV attention, up to kDecodeMaxRows = 16 rows.
+// tokens in one pass, plain decoding evaluates them one at a time) and so does continuous
+// batching's (a sequence decoded beside others gives what it gives alone), for the decode-size
+// kernels: the tensor-core MMQ and split-KV attention up to kDecodeMaxRows = 64 rows, the dp4a
+// MMVQ (Q2_K, Q3_K) and the float matvec up to kMatvecMaxRows = 16.
 //
 // Inputs are generated per logical element (global row index, element index), so the T-row
 // graph and each one-row graph see the same values without sharing buffers.
@@ -59,8 +61,11 @@ void check_matmul_rows(DType wt, int64_t K, int64_t M, int64_t N) {
 
 TEST(CudaBatchInvariance, MatmulRowsOfADecodeBatchEqualSingleRows) {
   MINFER_REQUIRE_GPU();
-  for (DType wt : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16, DType::F32})
-    for (int64_t N : {2, 5, 8, 16}) check_matmul_rows(wt, 512, 300, N);
+  for (DType wt : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K})
+    for (int64_t N : {2, 5, 8, 16, 33, 64}) check_matmul_rows(wt, 1024, 300, N);  // MMQ
+  for (DType wt : {DType::Q2_K, DType::Q3_K, DType::F16, DType::F32})
+    for (int64_t N : {2, 5, 8, 16}) check_matmul_rows(wt, 512, 300, N);  // MMVQ, float matvec
+  check_matmul_rows(DType::Q4_K, 3584, 18944, 16);  // Qwen2.5-7B's ffn_gate|up rows
 }
 
 struct AttnShape {
@@ -119,6 +124,7 @@ TEST(CudaBatchInvariance, AttentionQueriesOfAVerifyBatchEqualSingleQueries) {
     check_attention_rows({128, 28, 4, 4608, 4000, 8, kv});   // Qwen2.5-7B at depth: many splits
     check_attention_rows({128, 32, 8, 1024, 700, 3, kv});    // Qwen3-8B shape, T = 3
     check_attention_rows({64, 16, 1, 512, 300, 5, kv});      // group 16: the generic split kernel
+    check_attention_rows({128, 28, 4, 1024, 500, 64, kv});   // 64 sequences' decode rows
   }
 }
 

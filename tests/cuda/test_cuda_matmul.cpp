@@ -1,5 +1,5 @@
 // MUL_MAT on CUDA against the CPU: every weight dtype x f32/f16 activations, the decode sizes
-// (N <= 16: MMVQ / matvec) and the GEMM sizes (N > 16: cuBLAS), awkward K/M, batch broadcast,
+// (N <= 64: the tensor-core MMQ, N <= 16: MMVQ / matvec) and the GEMM sizes (cuBLAS), awkward K/M, batch broadcast,
 // strided activations, weight row slices (the concatenated wq|wk|wv views) and the chunked
 // dequantization of the GEMM path.
 #include <gtest/gtest.h>
@@ -26,7 +26,7 @@ TEST_P(CudaMatmul, DecodeAndGemmSizesBothActivationTypes) {
   const DType wt = GetParam();
   const int64_t K = dtype_block_size(wt) == 256 ? 512 : 96;
   for (DType at : {DType::F32, DType::F16})
-    for (int64_t N : {1, 2, 7, 8, 9, 16, 17, 33}) check(wt, at, K, 37, N);
+    for (int64_t N : {1, 2, 7, 8, 9, 16, 17, 33, 64, 65}) check(wt, at, K, 37, N);
   check(wt, DType::F32, K * 3, 300, 1);   // several units per lane
   check(wt, DType::F32, K, 5, 3, 2, 6);   // a broadcast over b's batch (ratio 3)
   check(wt, DType::F32, K, 5, 12, 2, 4);  // the same through the GEMM path
