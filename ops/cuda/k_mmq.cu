@@ -226,6 +226,8 @@ __global__ void __launch_bounds__(32 * KS) mmq_kernel(const uint8_t* w, int64_t 
     for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
 
   const int u0 = static_cast<int>(static_cast<int64_t>(U) * warp / KS), u1 = static_cast<int>(static_cast<int64_t>(U) * (warp + 1) / KS);
+  // Unrolled so the loads of several units are in flight together (decode is latency-bound).
+#pragma unroll 4
   for (int u = u0; u < u1; ++u) {
     Frag fa, fb;
     frag<T>(row_a, u, t, fa);
