@@ -205,9 +205,9 @@ void k_qkv(KernelContext& kc, Tensor& node) {
   if (fused) {
     wqkv = wq;
     wqkv.ne[1] = nq + nk + nv;
-    sub = matmul_scratch(wqkv, x);
+    sub = matmul_scratch(kc, wqkv, x);
   } else {
-    sub = std::max({matmul_scratch(wq, x), matmul_scratch(wk, x), matmul_scratch(wv, x)});
+    sub = std::max({matmul_scratch(kc, wq, x), matmul_scratch(kc, wk, x), matmul_scratch(kc, wv, x)});
   }
   const size_t out_bytes = align256(static_cast<size_t>((nq + nk + nv) * N) * 4);
   auto* out = static_cast<float*>(kc.scratch_bytes(out_bytes + sub));  // reserves both parts
@@ -287,17 +287,17 @@ void k_ffn_swiglu(KernelContext& kc, Tensor& node) {
   if (fused) {
     wgu = wg;
     wgu.ne[1] = 2 * n_ff;
-    sub = matmul_scratch(wgu, x);
+    sub = matmul_scratch(kc, wgu, x);
   } else {
-    sub = std::max(matmul_scratch(wg, x), matmul_scratch(wu, x));
+    sub = std::max(matmul_scratch(kc, wg, x), matmul_scratch(kc, wu, x));
   }
   // The down projection's input: q8_1 planes straight from the SwiGLU kernel (decode), else f32.
   const bool q8 = matmul_is_mmvq(wd, N);
   const size_t gu_bytes = align256(static_cast<size_t>(2 * n_ff * N) * 4);
-  const size_t h_bytes = q8 ? align256(static_cast<size_t>(n_ff * N)) + align256(static_cast<size_t>(n_ff / 32 * N) * 8)
-                            : align256(static_cast<size_t>(n_ff * N) * 4);
+  const size_t q8_planes = align256(static_cast<size_t>(n_ff * N)) + align256(static_cast<size_t>(n_ff / 32 * N) * 8);
+  const size_t h_bytes = q8 ? q8_planes + align256(mmq_scratch(kc, wd, N, 1)) : align256(static_cast<size_t>(n_ff * N) * 4);
   Tensor h = f32_matrix(nullptr, n_ff, N);
-  sub = std::max(sub, q8 ? size_t{0} : matmul_scratch(wd, h));
+  sub = std::max(sub, q8 ? size_t{0} : matmul_scratch(kc, wd, h));
   char* base = static_cast<char*>(kc.scratch_bytes(gu_bytes + h_bytes + sub));
   auto* gu = reinterpret_cast<float*>(base);
   char* hbuf = base + gu_bytes;
@@ -328,7 +328,8 @@ void k_ffn_swiglu(KernelContext& kc, Tensor& node) {
     auto* ds = reinterpret_cast<float2*>(hbuf + align256(static_cast<size_t>(n_ff * N)));
     swiglu_q8_1(kc, g, u, qs, ds);
     kc.scratch_offset = saved;
-    mmvq(kc, wd, qs, ds, N, 1, 1, residual_out ? residual_out : static_cast<float*>(node.data), residual);
+    auto* part = mmq_scratch(kc, wd, N, 1) ? reinterpret_cast<float*>(hbuf + q8_planes) : nullptr;
+    mmvq(kc, wd, qs, ds, N, 1, 1, residual_out ? residual_out : static_cast<float*>(node.data), residual, part);
     return;
   }
   if (residual_out) throw std::logic_error(kc.where() + ": residual fusion without the q8 down path");

@@ -315,11 +315,15 @@ bool s_mul_mat(const Tensor& dst) {
   return true;
 }
 
-size_t matmul_scratch(const Tensor& a, const Tensor& b) {
+// The q8_1 planes of the decode matmul, then MMQ's K-split partial sums.
+size_t q8_plane_bytes(int64_t rows, int64_t K) {
+  return align256(static_cast<size_t>(rows * K)) + align256(static_cast<size_t>(rows * (K / 32)) * sizeof(float2));
+}
+
+size_t matmul_scratch(const KernelContext& kc, const Tensor& a, const Tensor& b) {
   const int64_t K = a.ne[0], M = a.ne[1], N = b.ne[1];
   const int64_t rows = N * b.ne[2] * b.ne[3];
-  if (N <= q8_decode_rows(a.type))
-    return align256(static_cast<size_t>(rows * K)) + static_cast<size_t>(rows * (K / 32)) * sizeof(float2);
+  if (N <= q8_decode_rows(a.type)) return q8_plane_bytes(rows, K) + mmq_scratch(kc, a, N, b.ne[2] * b.ne[3]);
   if (N <= kMatvecMaxRows && (a.type == DType::F32 || a.type == DType::F16 || a.type == DType::BF16))
     return static_cast<size_t>(rows * K) * 4;
   const size_t act_bytes = static_cast<size_t>(rows * K) * (a.type == DType::F32 || a.type == DType::F16 || a.type == DType::BF16 ? 4 : 2);
@@ -340,17 +344,19 @@ void matmul(KernelContext& kc, const Tensor& a, const Tensor& b, Tensor& dst) {
   float* out = kc.residual_out ? kc.residual_out : static_cast<float*>(dst.data);
   const float* res = kc.residual;
   if (N <= q8_decode_rows(a.type)) {
+    const size_t part_bytes = mmq_scratch(kc, a, N, B2 * B3);
     if (kc.prequant_src == &b) {
-      mmvq(kc, a, kc.prequant_qs, kc.prequant_ds, N, B2, B3, out, res);
+      auto* part = part_bytes ? static_cast<float*>(kc.scratch_bytes(part_bytes)) : nullptr;
+      mmvq(kc, a, kc.prequant_qs, kc.prequant_ds, N, B2, B3, out, res, part);
       return;
     }
     const int64_t rows = N * B2 * B3;
-    const size_t qbytes = align256(static_cast<size_t>(rows * K));
-    char* s = static_cast<char*>(kc.scratch_bytes(qbytes + static_cast<size_t>(rows * (K / 32)) * sizeof(float2)));
+    const size_t qbytes = align256(static_cast<size_t>(rows * K)), planes = q8_plane_bytes(rows, K);
+    char* s = static_cast<char*>(kc.scratch_bytes(planes + part_bytes));
     auto* qs = reinterpret_cast<int8_t*>(s);
     auto* ds = reinterpret_cast<float2*>(s + qbytes);
     quantize_q8_1(kc, td(b), b.type, qs, ds);
-    mmvq(kc, a, qs, ds, N, B2, B3, out, res);
+    mmvq(kc, a, qs, ds, N, B2, B3, out, res, part_bytes ? reinterpret_cast<float*>(s + planes) : nullptr);
     return;
   }
   if (N <= kMatvecMaxRows && (a.type == DType::F32 || a.type == DType::F16 || a.type == DType::BF16)) {

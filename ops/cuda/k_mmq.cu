@@ -9,15 +9,19 @@
 // should be). The structure is llama.cpp's MMQ (ggml-cuda/mmq.cuh) reduced to the decode shape;
 // the code is our own, over the block layouts of tensor/quants_blocks.h.
 //
-// A block holds 16 weight rows and KS warps; warp w takes a contiguous range of the row's units
-// (32-element blocks). For unit u a thread of lane (g = lane / 4, t = lane % 4) holds the int8
+// A block holds 64 weight rows, 16 per warp, and walks K in chunks of 8 units (32-element blocks),
+// each staged into shared memory with coalesced 16-byte copies, double buffered; weights with few
+// rows also split K over several blocks (their partial sums are added in split order by a second
+// kernel). For unit u a thread of lane (g = lane / 4, t = lane % 4) holds the int8
 // words of weight rows g and g + 8 at unit elements [4t, 4t + 4) and [16 + 4t, 16 + 4t + 4) — the
 // mma A fragment — and, per 8-row tile of activations, the words of activation row g at the same
 // elements — the B fragment. The int32 results are the unit dots of (row, activation) pairs and
-// are scaled in f32: acc += d_a * (d_w0 * dot_lo + d_w1 * dot_hi) + m_w * s_a, in unit order; the
-// KS warps' partial sums are added in warp order. Nothing depends on the number of activation
+// are scaled in f32: acc += d_a * (d_w0 * dot_lo + d_w1 * dot_hi) + m_w * s_a, in unit order
+// within a split, then the splits in order. Nothing depends on the number of activation
 // rows N, so a row gets the same bits in every batch (batch invariance, as MMVQ gives up to 16
 // rows): continuous batching and speculative verification reproduce single-row decoding.
+#include <algorithm>
+
 #include "ops/cuda/kernels.cuh"
 #include "ops/cuda/quant_device.cuh"
 
@@ -186,27 +190,59 @@ __device__ __forceinline__ void mma_k16(int (&c)[4], int a0, int a1, int b0) {
       : "r"(a0), "r"(a1), "r"(b0), "r"(0), "r"(0), "r"(0), "r"(0));
 }
 
-constexpr int kRows = 16;  // weight rows per block (the mma's M)
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
-// KS warps split the units of 16 rows; NT tiles of 8 activation rows.
-template <DType T, int NT, int KS>
-__global__ void __launch_bounds__(32 * KS) mmq_kernel(const uint8_t* w, int64_t w_nb1, int64_t w_nb2, int64_t w_nb3,
-                                                       int64_t M, int U, const int8_t* qs, const float2* ds,
-                                                       int64_t r2, int64_t r3, int64_t B2, int N, float* dst,
-                                                       const float* residual) {
-  __shared__ float part[KS][kRows][NT * 8];
+// Block bytes and 32-element units per block of each format.
+template <DType T> struct Fmt;
+template <> struct Fmt<DType::Q4_0> { static constexpr int BB = 18, UPB = 1; };
+template <> struct Fmt<DType::Q4_1> { static constexpr int BB = 20, UPB = 1; };
+template <> struct Fmt<DType::Q5_0> { static constexpr int BB = 22, UPB = 1; };
+template <> struct Fmt<DType::Q5_1> { static constexpr int BB = 24, UPB = 1; };
+template <> struct Fmt<DType::Q8_0> { static constexpr int BB = 34, UPB = 1; };
+template <> struct Fmt<DType::Q4_K> { static constexpr int BB = 144, UPB = 8; };
+template <> struct Fmt<DType::Q5_K> { static constexpr int BB = 176, UPB = 8; };
+template <> struct Fmt<DType::Q6_K> { static constexpr int BB = 210, UPB = 8; };
+
+constexpr int kWarps = 4;                 // warps per block, 16 weight rows each (the mma's M)
+constexpr int kBlockRows = 16 * kWarps;
+constexpr int kChunkUnits = 8;            // units staged per step: one K-quant super-block, 8 legacy blocks
+
+template <DType T>
+struct Chunk {
+  static constexpr int kBytes = Fmt<T>::BB * kChunkUnits / Fmt<T>::UPB;
+  // A row's chunk is staged from the 16-byte boundary below it (weights are only 2-byte aligned),
+  // so a row of the tile holds up to 15 leading bytes more; + 16 keeps rows off each other's banks.
+  static constexpr int kPitch = (kBytes + 15 + 15) / 16 * 16 + 16;
+};
+
+// Rows [m0, m0 + 64) of the weight times N activation rows over the chunks [c0, c1) of K, staged
+// through shared memory (16-byte cp.async, double buffered). Each warp multiplies its 16 rows; a
+// thread's A fragment is read from the staged bytes by frag<T>. The sums go to dst (+ residual)
+// when the grid does not split K (gridDim.z == 1), else to part[z] for mmq_reduce_kernel.
+template <DType T, int NT>
+__global__ void __launch_bounds__(32 * kWarps) mmq_kernel(const uint8_t* w, int64_t w_nb1, int64_t w_nb2,
+                                                           int64_t w_nb3, int64_t M, int U, const int8_t* qs,
+                                                           const float2* ds, int64_t r2, int64_t r3, int64_t B2, int N,
+                                                           float* dst, const float* residual, float* part) {
+  using C = Chunk<T>;
+  __shared__ __align__(16) uint8_t tile[2][kBlockRows][C::kPitch];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int64_t m0 = static_cast<int64_t>(blockIdx.x) * kRows;
+  const int64_t m0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
   const int64_t bz = blockIdx.y, i2 = bz % B2, i3 = bz / B2;
+  const int n_chunks = (U + kChunkUnits - 1) / kChunkUnits;
+  const int c0 = static_cast<int>(static_cast<int64_t>(n_chunks) * blockIdx.z / gridDim.z);
+  const int c1 = static_cast<int>(static_cast<int64_t>(n_chunks) * (blockIdx.z + 1) / gridDim.z);
   const uint8_t* base = w + (i2 / r2) * w_nb2 + (i3 / r3) * w_nb3;
-  const uint8_t* row_a = base + min(m0 + g, M - 1) * w_nb1;
-  const uint8_t* row_b = base + min(m0 + g + 8, M - 1) * w_nb1;
   const int64_t K = static_cast<int64_t>(U) * 32;
   const int8_t* q_base = qs + bz * N * K;
   const float2* d_base = ds + bz * static_cast<int64_t>(N) * U;
-  // Activation rows this thread loads (B fragment: row g of each tile) and scales it applies (the
-  // accumulator's columns 2t and 2t + 1 of each tile); rows past N read row 0 and are not stored.
   const int8_t* act[NT];
   const float2* sa[NT][2];
 #pragma unroll
@@ -219,101 +255,141 @@ __global__ void __launch_bounds__(32 * KS) mmq_kernel(const uint8_t* w, int64_t 
       sa[nt][c] = d_base + static_cast<int64_t>(nc < N ? nc : 0) * U;
     }
   }
+  auto row_ptr = [&](int r) { return base + min(m0 + r, M - 1) * w_nb1; };
+  // Stages chunk c into buffer s: every row's bytes from the 16-byte boundary at or below them.
+  auto stage = [&](int c, int s) {
+    const int units = min(kChunkUnits, U - c * kChunkUnits);
+    const int bytes = Fmt<T>::BB * ((units + Fmt<T>::UPB - 1) / Fmt<T>::UPB);
+    constexpr int kMax16 = (C::kBytes + 15 + 15) / 16;
+    for (int i = threadIdx.x; i < kBlockRows * kMax16; i += blockDim.x) {
+      const int r = i / kMax16, k = i % kMax16;
+      const uint8_t* p = row_ptr(r) + static_cast<int64_t>(c) * C::kBytes;
+      const auto a16 = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t{15});
+      if (k * 16 < (p - a16) + bytes) cp_async16(&tile[s][r][k * 16], a16 + k * 16);
+    }
+    cp_async_commit();
+  };
   float acc[NT][4];
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
 
-  const int u0 = static_cast<int>(static_cast<int64_t>(U) * warp / KS), u1 = static_cast<int>(static_cast<int64_t>(U) * (warp + 1) / KS);
-  // Unrolled so the loads of several units are in flight together (decode is latency-bound).
-#pragma unroll 4
-  for (int u = u0; u < u1; ++u) {
-    Frag fa, fb;
-    frag<T>(row_a, u, t, fa);
-    frag<T>(row_b, u, t, fb);
+  if (c0 < c1) stage(c0, 0);
+  for (int c = c0; c < c1; ++c) {
+    const int s = (c - c0) & 1;
+    if (c + 1 < c1) {
+      stage(c + 1, s ^ 1);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const int ra = warp * 16 + g, rb = ra + 8;
+    const uint8_t* pa = row_ptr(ra) + static_cast<int64_t>(c) * C::kBytes;
+    const uint8_t* pb = row_ptr(rb) + static_cast<int64_t>(c) * C::kBytes;
+    const uint8_t* ta = &tile[s][ra][reinterpret_cast<uintptr_t>(pa) & 15];
+    const uint8_t* tb = &tile[s][rb][reinterpret_cast<uintptr_t>(pb) & 15];
+    const int units = min(kChunkUnits, U - c * kChunkUnits);
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      const int8_t* ap = act[nt] + static_cast<int64_t>(u) * 32;
-      const int b_lo = ld4(reinterpret_cast<const uint8_t*>(ap) + 4 * t);
-      const int b_hi = ld4(reinterpret_cast<const uint8_t*>(ap) + 16 + 4 * t);
-      const float2 s0 = sa[nt][0][u], s1 = sa[nt][1][u];
-      if constexpr (MmqTraits<T>::HALF) {
-        int c_lo[4], c_hi[4];
-        mma_k16(c_lo, fa.lo, fb.lo, b_lo);
-        mma_k16(c_hi, fa.hi, fb.hi, b_hi);
-        // c[0], c[1]: weight row g; c[2], c[3]: row g + 8; columns 2t, 2t + 1.
-        acc[nt][0] += s0.x * (fa.d0 * static_cast<float>(c_lo[0]) + fa.d1 * static_cast<float>(c_hi[0]));
-        acc[nt][1] += s1.x * (fa.d0 * static_cast<float>(c_lo[1]) + fa.d1 * static_cast<float>(c_hi[1]));
-        acc[nt][2] += s0.x * (fb.d0 * static_cast<float>(c_lo[2]) + fb.d1 * static_cast<float>(c_hi[2]));
-        acc[nt][3] += s1.x * (fb.d0 * static_cast<float>(c_lo[3]) + fb.d1 * static_cast<float>(c_hi[3]));
-      } else {
-        int c[4];
-        mma_k32(c, fa.lo, fb.lo, fa.hi, fb.hi, b_lo, b_hi);
-        acc[nt][0] += s0.x * fa.d0 * static_cast<float>(c[0]) + fa.m * s0.y;
-        acc[nt][1] += s1.x * fa.d0 * static_cast<float>(c[1]) + fa.m * s1.y;
-        acc[nt][2] += s0.x * fb.d0 * static_cast<float>(c[2]) + fb.m * s0.y;
-        acc[nt][3] += s1.x * fb.d0 * static_cast<float>(c[3]) + fb.m * s1.y;
+    for (int ul = 0; ul < kChunkUnits; ++ul) {
+      if (ul >= units) break;
+      const int u = c * kChunkUnits + ul;
+      Frag fa, fb;
+      frag<T>(ta, ul, t, fa);
+      frag<T>(tb, ul, t, fb);
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const int8_t* ap = act[nt] + static_cast<int64_t>(u) * 32;
+        const int b_lo = ld4(reinterpret_cast<const uint8_t*>(ap) + 4 * t);
+        const int b_hi = ld4(reinterpret_cast<const uint8_t*>(ap) + 16 + 4 * t);
+        const float2 s0 = sa[nt][0][u], s1 = sa[nt][1][u];
+        if constexpr (MmqTraits<T>::HALF) {
+          int c_lo[4], c_hi[4];
+          mma_k16(c_lo, fa.lo, fb.lo, b_lo);
+          mma_k16(c_hi, fa.hi, fb.hi, b_hi);
+          // c[0], c[1]: weight row g; c[2], c[3]: row g + 8; columns 2t, 2t + 1.
+          acc[nt][0] += s0.x * (fa.d0 * static_cast<float>(c_lo[0]) + fa.d1 * static_cast<float>(c_hi[0]));
+          acc[nt][1] += s1.x * (fa.d0 * static_cast<float>(c_lo[1]) + fa.d1 * static_cast<float>(c_hi[1]));
+          acc[nt][2] += s0.x * (fb.d0 * static_cast<float>(c_lo[2]) + fb.d1 * static_cast<float>(c_hi[2]));
+          acc[nt][3] += s1.x * (fb.d0 * static_cast<float>(c_lo[3]) + fb.d1 * static_cast<float>(c_hi[3]));
+        } else {
+          int cc[4];
+          mma_k32(cc, fa.lo, fb.lo, fa.hi, fb.hi, b_lo, b_hi);
+          acc[nt][0] += s0.x * fa.d0 * static_cast<float>(cc[0]) + fa.m * s0.y;
+          acc[nt][1] += s1.x * fa.d0 * static_cast<float>(cc[1]) + fa.m * s1.y;
+          acc[nt][2] += s0.x * fb.d0 * static_cast<float>(cc[2]) + fb.m * s0.y;
+          acc[nt][3] += s1.x * fb.d0 * static_cast<float>(cc[3]) + fb.m * s1.y;
+        }
       }
     }
+    __syncthreads();  // the buffer is staged again two chunks on
   }
+  const bool split = gridDim.z > 1;
+  float* out = split ? part + static_cast<int64_t>(blockIdx.z) * gridDim.y * N * M : dst;
 #pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    part[warp][g][nt * 8 + 2 * t] = acc[nt][0];
-    part[warp][g][nt * 8 + 2 * t + 1] = acc[nt][1];
-    part[warp][g + 8][nt * 8 + 2 * t] = acc[nt][2];
-    part[warp][g + 8][nt * 8 + 2 * t + 1] = acc[nt][3];
-  }
-  __syncthreads();
-  for (int i = threadIdx.x; i < kRows * NT * 8; i += blockDim.x) {
-    const int r = i / (NT * 8), n = i % (NT * 8);
-    const int64_t m = m0 + r;
-    if (m >= M || n >= N) continue;
-    float v = part[0][r][n];
+  for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-    for (int k = 1; k < KS; ++k) v += part[k][r][n];
-    const int64_t o = (bz * N + n) * M + m;
-    dst[o] = residual ? residual[o] + v : v;
-  }
+    for (int i = 0; i < 4; ++i) {
+      const int64_t m = m0 + warp * 16 + g + (i >= 2 ? 8 : 0);
+      const int n = nt * 8 + 2 * t + (i & 1);
+      if (m >= M || n >= N) continue;
+      const int64_t o = (bz * N + n) * M + m;
+      out[o] = !split && residual ? residual[o] + acc[nt][i] : acc[nt][i];
+    }
 }
 
-// Warps per block: enough units per warp to keep loads in flight, at most 8. A function of the
-// weight shape only, never of N (batch invariance).
-int warps_for(int U) { return U >= 64 ? 8 : U >= 16 ? 4 : U >= 4 ? 2 : 1; }
+// The K splits' partial sums added in split order (+ residual).
+__global__ void mmq_reduce_kernel(const float* part, int n_split, int64_t n, float* dst, const float* residual) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float v = part[i];
+  for (int z = 1; z < n_split; ++z) v += part[z * n + i];
+  dst[i] = residual ? residual[i] + v : v;
+}
+
+// K splits: enough blocks for two per SM when the weight has few rows (attention projections,
+// ffn_down). A function of the weight shape and the device only, never of N (batch invariance).
+int k_splits(const KernelContext& kc, int64_t M, int U) {
+  const int64_t blocks = ceil_div(M, kBlockRows);
+  const int64_t chunks = ceil_div(U, kChunkUnits);
+  const int64_t want = ceil_div(2 * static_cast<int64_t>(kc.prop->multiProcessorCount), blocks);
+  return static_cast<int>(std::clamp<int64_t>(want, 1, std::min<int64_t>(chunks, 16)));
+}
 
 template <DType T, int NT>
 void launch_nt(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2,
-               int64_t B3, float* dst, const float* residual) {
+               int64_t B3, float* dst, const float* residual, float* part) {
   const int64_t M = a.ne[1];
   const int U = static_cast<int>(a.ne[0] / 32);
-  const dim3 grid(static_cast<unsigned>(ceil_div(M, kRows)), static_cast<unsigned>(B2 * B3));
+  const int ks = k_splits(kc, M, U);
+  if (ks > 1 && !part) throw std::logic_error(kc.where() + ": mmq needs scratch for its K splits");
+  const dim3 grid(static_cast<unsigned>(ceil_div(M, kBlockRows)), static_cast<unsigned>(B2 * B3), static_cast<unsigned>(ks));
   const int64_t r2 = B2 / a.ne[2], r3 = B3 / a.ne[3];
   const auto* w = static_cast<const uint8_t*>(a.data);
   const auto nb1 = static_cast<int64_t>(a.nb[1]), nb2 = static_cast<int64_t>(a.nb[2]), nb3 = static_cast<int64_t>(a.nb[3]);
-  const int n = static_cast<int>(N);
-  switch (warps_for(U)) {
-#define MINFER_KS(ks)                                                                                                \
-  case ks:                                                                                                           \
-    mmq_kernel<T, NT, ks><<<grid, 32 * ks, 0, kc.stream>>>(w, nb1, nb2, nb3, M, U, qs, ds, r2, r3, B2, n, dst, residual); \
-    break;
-    MINFER_KS(1) MINFER_KS(2) MINFER_KS(4) MINFER_KS(8)
-#undef MINFER_KS
-  }
+  mmq_kernel<T, NT><<<grid, 32 * kWarps, 0, kc.stream>>>(w, nb1, nb2, nb3, M, U, qs, ds, r2, r3, B2, static_cast<int>(N),
+                                                        dst, residual, part);
   kc.check_launch("mmq_kernel");
+  if (ks > 1) {
+    const int64_t n = B2 * B3 * N * M;
+    mmq_reduce_kernel<<<static_cast<unsigned>(ceil_div(n, 256)), 256, 0, kc.stream>>>(part, ks, n, dst, residual);
+    kc.check_launch("mmq_reduce_kernel");
+  }
 }
 
 template <DType T>
 void launch_t(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2, int64_t B3,
-              float* dst, const float* residual) {
+              float* dst, const float* residual, float* part) {
   switch ((N + 7) / 8) {
-    case 1: return launch_nt<T, 1>(kc, a, qs, ds, N, B2, B3, dst, residual);
-    case 2: return launch_nt<T, 2>(kc, a, qs, ds, N, B2, B3, dst, residual);
-    case 3: return launch_nt<T, 3>(kc, a, qs, ds, N, B2, B3, dst, residual);
-    case 4: return launch_nt<T, 4>(kc, a, qs, ds, N, B2, B3, dst, residual);
-    case 5: return launch_nt<T, 5>(kc, a, qs, ds, N, B2, B3, dst, residual);
-    case 6: return launch_nt<T, 6>(kc, a, qs, ds, N, B2, B3, dst, residual);
-    case 7: return launch_nt<T, 7>(kc, a, qs, ds, N, B2, B3, dst, residual);
-    case 8: return launch_nt<T, 8>(kc, a, qs, ds, N, B2, B3, dst, residual);
+    case 1: return launch_nt<T, 1>(kc, a, qs, ds, N, B2, B3, dst, residual, part);
+    case 2: return launch_nt<T, 2>(kc, a, qs, ds, N, B2, B3, dst, residual, part);
+    case 3: return launch_nt<T, 3>(kc, a, qs, ds, N, B2, B3, dst, residual, part);
+    case 4: return launch_nt<T, 4>(kc, a, qs, ds, N, B2, B3, dst, residual, part);
+    case 5: return launch_nt<T, 5>(kc, a, qs, ds, N, B2, B3, dst, residual, part);
+    case 6: return launch_nt<T, 6>(kc, a, qs, ds, N, B2, B3, dst, residual, part);
+    case 7: return launch_nt<T, 7>(kc, a, qs, ds, N, B2, B3, dst, residual, part);
+    case 8: return launch_nt<T, 8>(kc, a, qs, ds, N, B2, B3, dst, residual, part);
     default: throw std::logic_error(kc.where() + ": mmq with N > kDecodeMaxRows");
   }
 }
@@ -329,11 +405,17 @@ bool mmq_supported(DType type) {
   }
 }
 
+size_t mmq_scratch(const KernelContext& kc, const Tensor& a, int64_t N, int64_t batches) {
+  if (!mmq_supported(a.type)) return 0;
+  const int ks = k_splits(kc, a.ne[1], static_cast<int>(a.ne[0] / 32));
+  return ks > 1 ? static_cast<size_t>(ks) * static_cast<size_t>(batches * N * a.ne[1]) * 4 : 0;
+}
+
 void mmq(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2, int64_t B3,
-         float* dst, const float* residual) {
+         float* dst, const float* residual, float* part) {
   switch (a.type) {
 #define MINFER_T(T) \
-  case DType::T: return launch_t<DType::T>(kc, a, qs, ds, N, B2, B3, dst, residual);
+  case DType::T: return launch_t<DType::T>(kc, a, qs, ds, N, B2, B3, dst, residual, part);
     MINFER_T(Q4_0) MINFER_T(Q4_1) MINFER_T(Q5_0) MINFER_T(Q5_1) MINFER_T(Q8_0)
     MINFER_T(Q4_K) MINFER_T(Q5_K) MINFER_T(Q6_K)
 #undef MINFER_T

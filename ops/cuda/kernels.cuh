@@ -70,7 +70,7 @@ constexpr int64_t kMatvecMaxRows = 16;
 void matmul(KernelContext& kc, const Tensor& a, const Tensor& b, Tensor& dst);
 
 /// Scratch bytes matmul(kc, a, b, ...) asks for (a fused op reserves them up front).
-size_t matmul_scratch(const Tensor& a, const Tensor& b);
+size_t matmul_scratch(const KernelContext& kc, const Tensor& a, const Tensor& b);
 
 /// True when `type` has an MMVQ (q8_1 activation, dp4a) kernel.
 bool mmvq_supported(DType type);
@@ -84,12 +84,16 @@ void swiglu_f32(KernelContext& kc, const TD& g, const TD& u, float* h);
 /// dst[n][m] = dot(a row m, activation row n) (+ residual[n][m] when given) for n < N, batch over
 /// B2, B3, from q8_1 activation planes: the tensor-core MMQ for its types (N <= kDecodeMaxRows),
 /// else the dp4a MMVQ (N <= kMatvecMaxRows).
+/// `part`: scratch of mmq_scratch() bytes (nullptr when that is 0).
 void mmvq(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2,
-          int64_t B3, float* dst, const float* residual = nullptr);
+          int64_t B3, float* dst, const float* residual, float* part);
 /// True when `type` has a tensor-core MMQ kernel (k_mmq.cu).
 bool mmq_supported(DType type);
 void mmq(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2, int64_t B3,
-         float* dst, const float* residual);
+         float* dst, const float* residual, float* part);
+/// Scratch bytes of the partial sums of mmq() over `batches` (B2 * B3) batches of N rows: 0 when
+/// the weight's K is not split (or it has no MMQ kernel).
+size_t mmq_scratch(const KernelContext& kc, const Tensor& a, int64_t N, int64_t batches);
 /// The most activation rows a q8_1 decode matmul of weight `type` takes: kDecodeMaxRows with
 /// MMQ, kMatvecMaxRows with MMVQ only, 0 without either.
 int64_t q8_decode_rows(DType type);
