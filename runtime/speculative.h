@@ -24,9 +24,9 @@
 // The exception is F32 weights with contiguous operands: that matmul goes through Eigen's GEMM,
 // whose blocking depends on N, so a model with F32 matmul weights is invariant only up to
 // rounding and its speculative greedy output may (rarely) differ from plain greedy output. On
-// CUDA the decode kernels are batch-invariant up to 64 rows per batch for the tensor-core MMQ
-// weight types and split-KV attention, and up to 16 rows for the dp4a MMVQ types and the float
-// matvec (ops/cuda kDecodeMaxRows, kMatvecMaxRows), which the default maximum depth of 15 keeps.
+// CUDA the decode kernels are batch-invariant up to 8 rows per batch (MMVQ, the float matvec,
+// split-KV attention; ops/cuda kMmvqRows): 9..64 rows run the tensor-core MMQ, whose rounding
+// differs from MMVQ's. Hence the default maximum depth of 7.
 #pragma once
 
 #include <functional>
@@ -42,7 +42,7 @@
 namespace minfer {
 
 struct SpeculativeParams {
-  int32_t n_draft = 15;     ///< max tokens drafted per round (--draft-max), >= 1
+  int32_t n_draft = 7;      ///< max tokens drafted per round (--draft-max), >= 1
   int32_t n_draft_min = 0;  ///< min tokens drafted per round (--draft-min), 0 (plain decoding allowed) .. n_draft
   bool adaptive = true;     ///< false: always draft n_draft tokens (fewer only near n_predict or n_ctx)
   /// A draft that fell behind (plain-decoding rounds) is fed at most this many of the newest

@@ -76,7 +76,7 @@ int generate_main(int argc, char** argv, const GenerateProgram& program) {
     if (program.draft_required) draft_opt->required();
     const char* with_draft = program.draft_required ? "" : " (with --draft)";
     app.add_option("--draft-max", spec.n_draft,
-                   fmt::format("most tokens drafted per round{}; up to 15 keeps greedy output on CUDA bit-identical to "
+                   fmt::format("most tokens drafted per round{}; up to 7 keeps greedy output on CUDA bit-identical to "
                                "plain decoding", with_draft))
         ->check(CLI::Range(1, 64));
     app.add_option("--draft-min", spec.n_draft_min,

@@ -1,4 +1,5 @@
-// MMQ for decode batches: block-quantized weights times 1..64 activation rows on the int8 tensor
+// MMQ for decode batches: block-quantized weights times 9..64 activation rows (any N works; mmvq()
+// sends 1..8 rows to the dp4a MMVQ, faster there) on the int8 tensor
 // cores (mma.sync m16n8k32 / m16n8k16, s8 x s8 -> s32), with the q8_1 activation planes MMVQ uses.
 //
 // Why: MMVQ (k_mmvq.cu) recomputes every weight unit's dot products once per activation row with
@@ -18,8 +19,7 @@
 // elements — the B fragment. The int32 results are the unit dots of (row, activation) pairs and
 // are scaled in f32: acc += d_a * (d_w0 * dot_lo + d_w1 * dot_hi) + m_w * s_a, in unit order
 // within a split, then the splits in order. Nothing depends on the number of activation
-// rows N, so a row gets the same bits in every batch (batch invariance, as MMVQ gives up to 16
-// rows): continuous batching and speculative verification reproduce single-row decoding.
+// rows N, so a row gets the same bits in every batch this kernel runs (batch invariance).
 #include <algorithm>
 
 #include "ops/cuda/kernels.cuh"

@@ -229,7 +229,9 @@ __device__ __forceinline__ float unit_dot(const WUnit& w, const int8_t* aq, floa
   return unit_dot_a<T>(w, a, ds);
 }
 
-// The unit's weight quants against the activation quants a[8] (32 int8) of scale/sum ds.
+// The unit's weight quants against the activation quants a[8] (32 int8) of scale/sum ds. The
+// float steps are explicit (_rn, one fma) so the compiler cannot contract them differently in the
+// kernels for different row counts: a row's result must not depend on N (batch invariance).
 template <DType T>
 __device__ __forceinline__ float unit_dot_a(const WUnit& w, const int* a, float2 ds) {
   using TR = UnitTraits<T>;
@@ -241,14 +243,14 @@ __device__ __forceinline__ float unit_dot_a(const WUnit& w, const int* a, float2
       lo = __dp4a(w.q[i], a[i], lo);
       hi = __dp4a(w.q[i + 4], a[i + 4], hi);
     }
-    r = ds.x * (w.d0 * static_cast<float>(lo) + w.d1 * static_cast<float>(hi));
+    r = __fmul_rn(ds.x, __fmaf_rn(w.d1, static_cast<float>(hi), __fmul_rn(w.d0, static_cast<float>(lo))));
   } else {
     int t = 0;
 #pragma unroll
     for (int i = 0; i < 8; ++i) t = __dp4a(w.q[i], a[i], t);
-    r = ds.x * w.d0 * static_cast<float>(t);
+    r = __fmul_rn(__fmul_rn(ds.x, w.d0), static_cast<float>(t));
   }
-  if constexpr (TR::MIN == 1) r += w.m0 * ds.y;
+  if constexpr (TR::MIN == 1) r = __fmaf_rn(w.m0, ds.y, r);
   if constexpr (TR::MIN == 2) {
     int slo = 0, shi = 0;
 #pragma unroll
@@ -256,7 +258,7 @@ __device__ __forceinline__ float unit_dot_a(const WUnit& w, const int* a, float2
       slo = __dp4a(0x01010101, a[i], slo);
       shi = __dp4a(0x01010101, a[i + 4], shi);
     }
-    r += ds.x * (w.m0 * static_cast<float>(slo) + w.m1 * static_cast<float>(shi));
+    r = __fmaf_rn(ds.x, __fmaf_rn(w.m1, static_cast<float>(shi), __fmul_rn(w.m0, static_cast<float>(slo))), r);
   }
   return r;
 }
@@ -468,7 +470,7 @@ int64_t q8_decode_rows(DType type) {
 
 void mmvq(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2, int64_t B3,
           float* dst, const float* residual, float* part) {
-  if (mmq_supported(a.type)) return mmq(kc, a, qs, ds, N, B2, B3, dst, residual, part);
+  if (mmq_supported(a.type) && N > kMmvqRows) return mmq(kc, a, qs, ds, N, B2, B3, dst, residual, part);
   switch (a.type) {
 #define MINFER_T(T) \
   case DType::T: return launch_mmvq_t<DType::T>(kc, a, qs, ds, N, B2, B3, dst, residual);

@@ -60,8 +60,12 @@ bool s_ffn_swiglu(const Tensor&);
 /// same bits as when computed alone), which continuous batching and speculative verification
 /// rely on; larger batches go to the GEMM and tiled-attention paths, which are not.
 constexpr int64_t kDecodeMaxRows = 64;
-/// The same for the dp4a MMVQ (weight types MMQ lacks) and the float matvec: 16 rows.
+/// The same for the dp4a MMVQ and the float matvec: 16 rows.
 constexpr int64_t kMatvecMaxRows = 16;
+/// Up to this many rows the dp4a MMVQ beats the tensor-core MMQ (H200, 7B Q4_K_M: 3.6 vs 5.8 ms a
+/// step at 1 row, equal near 8; docs/perf/2026-12-01-many-sequences.md), so weights with both
+/// kernels use MMVQ for 1..8 rows and MMQ for 9..64. Batch invariance holds within each range.
+constexpr int64_t kMmvqRows = 8;
 
 /// out[n][m] (+ batch) = a · b as MUL_MAT does, for a weight `a` and activations `b` already on
 /// the device; dst is f32 contiguous [M, N, B2, B3]. Shared by MUL_MAT and the fused ops.
@@ -82,8 +86,8 @@ void swiglu_q8_1(KernelContext& kc, const TD& g, const TD& u, int8_t* qs, float2
 /// h = silu(g) * u into contiguous f32 [n, N].
 void swiglu_f32(KernelContext& kc, const TD& g, const TD& u, float* h);
 /// dst[n][m] = dot(a row m, activation row n) (+ residual[n][m] when given) for n < N, batch over
-/// B2, B3, from q8_1 activation planes: the tensor-core MMQ for its types (N <= kDecodeMaxRows),
-/// else the dp4a MMVQ (N <= kMatvecMaxRows).
+/// B2, B3, from q8_1 activation planes: the dp4a MMVQ up to kMmvqRows rows (kMatvecMaxRows for
+/// weight types MMQ lacks), the tensor-core MMQ above (N <= kDecodeMaxRows).
 /// `part`: scratch of mmq_scratch() bytes (nullptr when that is 0).
 void mmvq(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2,
           int64_t B3, float* dst, const float* residual, float* part);

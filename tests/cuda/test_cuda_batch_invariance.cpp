@@ -2,8 +2,9 @@
 // computed alone. Speculative decoding's greedy identity rests on it (the target verifies d + 1
 // tokens in one pass, plain decoding evaluates them one at a time) and so does continuous
 // batching's (a sequence decoded beside others gives what it gives alone), for the decode-size
-// kernels: the tensor-core MMQ and split-KV attention up to kDecodeMaxRows = 64 rows, the dp4a
-// MMVQ (Q2_K, Q3_K) and the float matvec up to kMatvecMaxRows = 16.
+// kernels: split-KV attention up to kDecodeMaxRows = 64 queries; the dp4a MMVQ up to kMmvqRows = 8
+// rows (16 for Q2_K/Q3_K, which have no MMQ) and the tensor-core MMQ from 9 to 64 rows, each
+// within its range; the float matvec up to 16.
 //
 // Inputs are generated per logical element (global row index, element index), so the T-row
 // graph and each one-row graph see the same values without sharing buffers.
@@ -40,7 +41,9 @@ void fill_rows(Tensor& leaf, int64_t row0, float sd) {
 
 bool same_bits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
 
-void check_matmul_rows(DType wt, int64_t K, int64_t M, int64_t N) {
+// Row t of a batch of N against row t computed in a batch of `ref` rows starting at t (ref = 1:
+// alone; the MMQ range starts at 9 rows, so its rows are compared with batches of 9).
+void check_matmul_rows(DType wt, int64_t K, int64_t M, int64_t N, int64_t ref = 1) {
   // x rows [t0, t0 + n): the activations; w: the same weight in every graph.
   auto run = [&](int64_t t0, int64_t n) {
     LeafData data([&](Tensor& leaf) { fill_rows(leaf, leaf.name == "w" ? 0 : t0, leaf.name == "w" ? 0.05f : 1.0f); });
@@ -52,20 +55,22 @@ void check_matmul_rows(DType wt, int64_t K, int64_t M, int64_t N) {
   ASSERT_EQ(batch.size(), static_cast<size_t>(M * N));
   for (float f : batch) ASSERT_TRUE(std::isfinite(f));
   for (int64_t t = 0; t < N; ++t) {
-    const auto one = run(t, 1);
+    const auto one = run(t, ref);
     EXPECT_TRUE(same_bits(batch.data() + t * M, one.data(), static_cast<size_t>(M)))
         << "mul_mat " << dtype_name(wt) << " K=" << K << " M=" << M << ": row " << t << " of a batch of " << N
-        << " differs from the row computed alone";
+        << " differs from the row computed in a batch of " << ref;
   }
 }
 
 TEST(CudaBatchInvariance, MatmulRowsOfADecodeBatchEqualSingleRows) {
   MINFER_REQUIRE_GPU();
-  for (DType wt : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K})
-    for (int64_t N : {2, 5, 8, 16, 33, 64}) check_matmul_rows(wt, 1024, 300, N);  // MMQ
+  for (DType wt : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    for (int64_t N : {2, 5, 8}) check_matmul_rows(wt, 1024, 300, N);              // MMVQ
+    for (int64_t N : {16, 33, 64}) check_matmul_rows(wt, 1024, 300, N, 9);        // MMQ
+  }
   for (DType wt : {DType::Q2_K, DType::Q3_K, DType::F16, DType::F32})
-    for (int64_t N : {2, 5, 8, 16}) check_matmul_rows(wt, 512, 300, N);  // MMVQ, float matvec
-  check_matmul_rows(DType::Q4_K, 3584, 512, 16);  // K split over several blocks
+    for (int64_t N : {2, 5, 8, 16}) check_matmul_rows(wt, 512, 300, N);  // MMVQ only, float matvec
+  check_matmul_rows(DType::Q4_K, 3584, 512, 16, 9);  // MMQ with K split over several blocks
 }
 
 struct AttnShape {
