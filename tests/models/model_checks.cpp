@@ -16,18 +16,28 @@
 
 namespace minfer::test {
 
+std::string model_case_name(const std::string& name) {
+  std::string n = name;
+  for (char& ch : n)
+    if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return n;
+}
+
 bool have_refs(const std::string& name) {
   return !fixture(name + "/" + name + "-f16.gguf").empty() && !fixture(name + "/refs.json").empty();
 }
 
 void check_model_refs(Backend& backend, const std::string& name, DType kv_type, const std::string& label) {
-  const double tol = kv_type == DType::F32 ? 1e-3 : 1e-2;
+  // qwen2-yarn-s's YaRN magnitude (1.14 on q and k, 1.30 on the scores) and 2,500-token prompt
+  // make it more sensitive to the f16 rounding of K/V: measured up to 1.9e-2 (f32 cache: 7.5e-4).
+  const double tol = kv_type == DType::F32 ? 1e-3 : name == "qwen2-yarn-s" ? 3e-2 : 1e-2;
   auto file = open_fixture(name + "/" + name + "-f16.gguf");
   auto refs = load_refs(name);
   ASSERT_TRUE(file && !refs.empty()) << "fixtures for " << name;
   auto model = models::load(file, backend);
   SessionParams sp;
-  sp.n_ctx = 512;
+  sp.n_ctx = 512;  // the longest prompt and its continuation (~2,500 tokens in the scaled-RoPE fixtures)
+  for (const RefCase& rc : refs) sp.n_ctx = std::max(sp.n_ctx, static_cast<int32_t>(rc.ids.size() + 32 + 255) / 256 * 256);
   sp.kv_type = kv_type;
   Session s(*model, backend, sp);
   const std::string tag = label + " " + name + " kv " + std::string(dtype_name(kv_type));
@@ -68,10 +78,7 @@ void PrintTo(const PplCase& c, std::ostream* os) { *os << c.file; }
 
 std::string ppl_case_name(const PplCase& c) {
   std::string n = c.file;
-  n = n.substr(n.find('/') + 1);
-  for (char& ch : n)
-    if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return n;
+  return model_case_name(n.substr(n.find('/') + 1));
 }
 
 const std::vector<PplCase> kPplCases = {
