@@ -23,10 +23,13 @@ bool have_refs(const std::string& name);
 /// one-token decode steps. `label` prefixes the printed lines.
 void check_model_refs(Backend& backend, const std::string& name, DType kv_type, const std::string& label);
 
-/// A fixture and llama.cpp's perplexity on it (fixtures README: -c 256, 100 chunks).
+/// A fixture and llama.cpp's perplexity on it (fixtures README: -c 256, 100 chunks; the
+/// scaled-RoPE fixtures also -c 2048, 20 chunks).
 struct PplCase {
   const char* file;
   double llama_ppl;
+  int32_t n_ctx = 256;
+  int32_t n_chunks = 100;
 };
 void PrintTo(const PplCase& c, std::ostream* os);
 std::string ppl_case_name(const PplCase& c);  ///< a test-name-safe name
@@ -35,7 +38,7 @@ extern const std::vector<PplCase> kPplCases;
 /// True when the fixture and text/python-val.txt exist.
 bool have_ppl_fixture(const PplCase& c);
 
-/// Perplexity of the case on python-val.txt (-c 256, 100 chunks) within 0.5 % of llama.cpp's.
+/// Perplexity of the case on python-val.txt (-c n_ctx, n_chunks chunks) within 0.5 % of llama.cpp's.
 void check_perplexity(Backend& backend, const PplCase& c, const std::string& label);
 
 }  // namespace minfer::test
