@@ -35,7 +35,7 @@ strip --strip-unneeded "$dev"/bin/* "$dev"/tests/* 2>/dev/null || true
 
 # Only the fixtures the GPU tests (tests/cuda) and the checks in scripts/gpu_check.sh read.
 copy_fixture() { mkdir -p "$dev/fixtures/$(dirname "$1")"; cp "$fixtures_src/$1" "$dev/fixtures/$1"; }
-for m in qwen2-s qwen3-xs; do
+for m in qwen2-s qwen3-xs qwen2-yarn-s; do
   copy_fixture "$m/$m-f16.gguf"
   copy_fixture "$m/refs.json"
   for i in 0 1 2 3 4; do copy_fixture "$m/ref$i.logits.f32"; done
@@ -44,7 +44,8 @@ copy_fixture qwen3-s/refs.json
 for i in 0 1 2 3 4; do copy_fixture "qwen3-s/ref$i.logits.f32"; done
 copy_fixture tokenizer/qwen-vocab.gguf  # mkmodel --vocab: models llama.cpp can load too
 for f in qwen2-s/qwen2-s-Q4_K_M.gguf qwen2-s/qwen2-s-Q5_K_M.gguf qwen3-s/qwen3-s-Q4_K_M.gguf \
-         qwen3-xs/qwen3-xs-Q8_0.gguf qwen3-xs/qwen3-xs-Q4_0.gguf qwen3-xs/qwen3-xs-Q5_1.gguf text/python-val.txt; do
+         qwen3-xs/qwen3-xs-Q8_0.gguf qwen3-xs/qwen3-xs-Q4_0.gguf qwen3-xs/qwen3-xs-Q5_1.gguf \
+         qwen2-yarn-s/qwen2-yarn-s-Q4_K_M.gguf text/python-val.txt; do
   copy_fixture "$f"
 done
 
