@@ -98,23 +98,27 @@ RopeCorrDims rope_corr_dims(const RopeParams& p) {
   return d;
 }
 
+std::string rope_params_error(const RopeParams& q, int64_t head_dim) {
+  if (q.n_rot < 0 || q.n_rot % 2 != 0 || q.n_rot > head_dim)
+    return fmt::format("n_rot {} must be even and <= head dim {}", q.n_rot, head_dim);
+  if (q.mode != RopeMode::NORMAL && q.mode != RopeMode::NEOX)
+    return fmt::format("unknown rope mode {}", static_cast<int>(q.mode));
+  if (!(q.freq_base > 0.0f) || !std::isfinite(q.freq_base)) return fmt::format("freq_base must be > 0, got {}", q.freq_base);
+  if (!(q.freq_scale > 0.0f) || !std::isfinite(q.freq_scale))
+    return fmt::format("freq_scale must be > 0, got {}", q.freq_scale);
+  if (!std::isfinite(q.attn_factor) || !std::isfinite(q.ext_factor))
+    return fmt::format("attn_factor {} and ext_factor {} must be finite", q.attn_factor, q.ext_factor);
+  if (q.ext_factor != 0.0f) {
+    if (q.n_ctx_orig <= 0) return fmt::format("YaRN (ext_factor {}) needs n_ctx_orig > 0, got {}", q.ext_factor, q.n_ctx_orig);
+    if (!(q.beta_fast > 0.0f) || !(q.beta_slow > 0.0f))
+      return fmt::format("YaRN beta_fast {} and beta_slow {} must be > 0", q.beta_fast, q.beta_slow);
+  }
+  return {};
+}
+
 namespace detail {
 void check_rope_params(Op op, const RopeParams& q, int64_t head_dim, const Tensor* freq_factors) {
-  if (q.n_rot < 0 || q.n_rot % 2 != 0 || q.n_rot > head_dim)
-    fail(op, fmt::format("n_rot {} must be even and <= head dim {}", q.n_rot, head_dim));
-  if (q.mode != RopeMode::NORMAL && q.mode != RopeMode::NEOX)
-    fail(op, fmt::format("unknown rope mode {}", static_cast<int>(q.mode)));
-  if (!(q.freq_base > 0.0f) || !std::isfinite(q.freq_base))
-    fail(op, fmt::format("freq_base must be > 0, got {}", q.freq_base));
-  if (!(q.freq_scale > 0.0f) || !std::isfinite(q.freq_scale))
-    fail(op, fmt::format("freq_scale must be > 0, got {}", q.freq_scale));
-  if (!std::isfinite(q.attn_factor) || !std::isfinite(q.ext_factor))
-    fail(op, fmt::format("attn_factor {} and ext_factor {} must be finite", q.attn_factor, q.ext_factor));
-  if (q.ext_factor != 0.0f) {
-    if (q.n_ctx_orig <= 0) fail(op, fmt::format("YaRN (ext_factor {}) needs n_ctx_orig > 0, got {}", q.ext_factor, q.n_ctx_orig));
-    if (!(q.beta_fast > 0.0f) || !(q.beta_slow > 0.0f))
-      fail(op, fmt::format("YaRN beta_fast {} and beta_slow {} must be > 0", q.beta_fast, q.beta_slow));
-  }
+  if (std::string e = rope_params_error(q, head_dim); !e.empty()) fail(op, e);
   if (freq_factors) {
     require_type(op, freq_factors, "freq_factors", {DType::F32});
     if (freq_factors->nelements() != q.n_rot / 2 || !freq_factors->is_contiguous())

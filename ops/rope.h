@@ -33,6 +33,7 @@
 #pragma once
 
 #include <cmath>
+#include <string>
 #include <string_view>
 
 #include "tensor/context.h"
@@ -77,6 +78,10 @@ Tensor* rope(Context& ctx, Tensor* x, Tensor* pos, const RopeParams& p, Tensor* 
 RopeParams rope_params_of(const Tensor& node, int first = 0);
 /// Writes RopeParams into op_params words [first, first + kRopeParamWords).
 void set_rope_params(Tensor& node, const RopeParams& p, int first = 0);
+
+/// Why `p` (n_rot resolved, not 0) cannot be used for heads of `head_dim`, or "" when it can. The
+/// builders of ROPE and QKV throw OpError with it; HParams checks its values with it.
+std::string rope_params_error(const RopeParams& p, int64_t head_dim);
 
 /// YaRN's attention magnitude for a scaling factor (Transformers' get_mscale): 1 for factor <= 1,
 /// else 0.1 ln(factor) + 1.

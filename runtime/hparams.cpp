@@ -94,17 +94,8 @@ ops::RopeParams HParams::rope_params() const {
 }
 
 void HParams::check_rope() const {
-  const ops::RopeParams r = rope_params();
-  auto bad = [](const std::string& what) { throw std::invalid_argument("RoPE: " + what); };
-  if (!(r.freq_base > 0.0f) || !std::isfinite(r.freq_base)) bad(fmt::format("freq_base must be > 0, got {}", r.freq_base));
-  if (!(r.freq_scale > 0.0f) || !std::isfinite(r.freq_scale)) bad(fmt::format("freq_scale must be > 0, got {}", r.freq_scale));
-  if (!std::isfinite(r.attn_factor) || !std::isfinite(r.ext_factor))
-    bad(fmt::format("attn_factor {} and ext_factor {} must be finite", r.attn_factor, r.ext_factor));
-  if (r.ext_factor != 0.0f) {
-    if (r.n_ctx_orig <= 0) bad(fmt::format("YaRN needs an original context length > 0, got {}", r.n_ctx_orig));
-    if (!(r.beta_fast > 0.0f) || !(r.beta_slow > 0.0f))
-      bad(fmt::format("YaRN beta_fast {} and beta_slow {} must be > 0", r.beta_fast, r.beta_slow));
-  }
+  if (std::string e = ops::rope_params_error(rope_params(), head_dim); !e.empty())
+    throw std::invalid_argument("RoPE: " + e);
 }
 
 void HParams::apply(const RopeOverrides& o) {
