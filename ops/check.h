@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "ops/rope.h"
 #include "tensor/tensor.h"
 
 namespace minfer::ops::detail {
@@ -29,5 +30,9 @@ inline void require_type(Op op, const Tensor* t, std::string_view role, std::ini
 }
 
 inline bool is_float(const Tensor* t) { return t->type == DType::F32 || t->type == DType::F16; }
+
+/// Checks RoPE parameters (n_rot already resolved) for a head of `head_dim` and the optional
+/// freq_factors; shared by ROPE and QKV. Defined in ops/nn.cpp.
+void check_rope_params(Op op, const RopeParams& p, int64_t head_dim, const Tensor* freq_factors);
 
 }  // namespace minfer::ops::detail

@@ -71,13 +71,15 @@ Tensor* qkv(Context& ctx, Tensor* x, const QkvWeights& w, Tensor* pos, Tensor* c
                          describe(*x)));
   RopeParams rp = p.rope;
   if (rp.n_rot == 0) rp.n_rot = p.head_dim;
+  detail::check_rope_params(op, rp, hd, w.rope_freqs);
   Tensor* t = ctx.new_node(op, DType::F32, {hd, p.n_head, x->ne[1], 1},
-                           {x, w.wq, w.wk, w.wv, w.bq, w.bk, w.bv, w.q_norm, w.k_norm, pos, k_cache, v_cache, cells});
+                           {x, w.wq, w.wk, w.wv, w.bq, w.bk, w.bv, w.q_norm, w.k_norm, pos, k_cache, v_cache, cells,
+                            w.rope_freqs});
   t->set_param(0, p.n_head);
   t->set_param(1, p.n_head_kv);
   t->set_param(2, p.head_dim);
   t->set_param(3, p.norm_eps);
-  set_rope_params(*t, rp, 4);
+  set_rope_params(*t, rp, 4);  // words 4 .. 4 + kRopeParamWords
   return t;
 }
 

@@ -30,13 +30,15 @@ struct QkvWeights {
   Tensor* bv = nullptr;
   Tensor* q_norm = nullptr;  ///< optional per-head RMSNorm weights (Qwen3), f32 [head_dim]
   Tensor* k_norm = nullptr;
+  Tensor* rope_freqs = nullptr;  ///< optional RoPE frequency factors (Llama 3), f32 [n_rot/2]; see ops::rope
 };
 
 /// The attention input block: q,k,v projections (one matmul when wq|wk|wv are adjacent rows of one
-/// tensor), optional bias, optional per-head q/k RMSNorm, RoPE on q and k, and the KV-cache store
-/// of k and v at `cells` (ops::kv_store). x: f32 [n_embd, n_tokens]; pos, cells: I32 [n_tokens];
-/// k_cache, v_cache: [head_dim, n_head_kv, n_cells]. Returns the rotated queries, f32 [head_dim,
-/// n_head, n_tokens]; its consumers are ordered after the cache stores.
+/// tensor), optional bias, optional per-head q/k RMSNorm, RoPE on q and k (p.rope with the optional
+/// w.rope_freqs, exactly as ops::rope), and the KV-cache store of k and v at `cells`
+/// (ops::kv_store). x: f32 [n_embd, n_tokens]; pos, cells: I32 [n_tokens]; k_cache, v_cache:
+/// [head_dim, n_head_kv, n_cells]. Returns the rotated queries, f32 [head_dim, n_head, n_tokens];
+/// its consumers are ordered after the cache stores.
 Tensor* qkv(Context& ctx, Tensor* x, const QkvWeights& w, Tensor* pos, Tensor* cells, Tensor* k_cache,
             Tensor* v_cache, const QkvParams& p);
 

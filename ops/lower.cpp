@@ -8,11 +8,13 @@ namespace minfer::ops {
 namespace {
 
 // Makes `node` compute what `proto` (a freshly built node) computes, keeping node's identity.
-void become(Tensor* node, const Tensor* proto, std::initializer_list<Tensor*> deps = {}) {
+// `deps` (ordering only) go after the first `n_src` slots, the sources proto's op reads (even
+// null ones: ROPE reads an optional src[2]).
+void become(Tensor* node, const Tensor* proto, std::initializer_list<Tensor*> deps = {}, int n_src = 0) {
   node->op = proto->op;
   node->op_params = proto->op_params;
   node->src = proto->src;
-  int slot = 0;
+  int slot = n_src;
   while (slot < kMaxSrc && node->src[slot]) ++slot;
   for (Tensor* d : deps) {
     if (slot >= kMaxSrc) throw std::logic_error("decompose: no source slot left for an ordering dependency");
@@ -50,6 +52,7 @@ void decompose_qkv(Context& ctx, Tensor* node) {
   Tensor *bq = node->src[4], *bk = node->src[5], *bv = node->src[6];
   Tensor *q_norm = node->src[7], *k_norm = node->src[8];
   Tensor *pos = node->src[9], *k_cache = node->src[10], *v_cache = node->src[11], *cells = node->src[12];
+  Tensor* rope_freqs = node->src[13];
   const int64_t hd = node->param<int32_t>(2);
   const float eps = node->param<float>(3);
   const RopeParams rp = rope_params_of(*node, 4);
@@ -79,13 +82,13 @@ void decompose_qkv(Context& ctx, Tensor* node) {
     q = rms_norm(ctx, q, eps, q_norm);
     k = rms_norm(ctx, k, eps, k_norm);
   }
-  k = rope(ctx, k, pos, rp);
+  k = rope(ctx, k, pos, rp, rope_freqs);
   Tensor* ks = kv_store(ctx, k_cache, k, cells);
   Tensor* vs = kv_store(ctx, v_cache, v, cells);
   Context scratch;
   Tensor proto;
-  proto = *rope(scratch, q, pos, rp);
-  become(node, &proto, {ks, vs});
+  proto = *rope(scratch, q, pos, rp, rope_freqs);
+  become(node, &proto, {ks, vs}, /*n_src=*/3);  // ROPE reads x, pos, freq_factors
 }
 
 }  // namespace

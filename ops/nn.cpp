@@ -1,5 +1,7 @@
 // Builders for the neural-network ops: rms_norm, mul_mat, rope, soft_max, kv_store, attention.
+#include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <string>
 
 #include "ops/attention.h"
@@ -59,6 +61,12 @@ void set_rope_params(Tensor& node, const RopeParams& p, int first) {
   node.set_param(first + 1, static_cast<int32_t>(p.mode));
   node.set_param(first + 2, p.freq_base);
   node.set_param(first + 3, p.freq_scale);
+  node.set_param(first + 4, p.ext_factor);
+  node.set_param(first + 5, p.attn_factor);
+  node.set_param(first + 6, p.beta_fast);
+  node.set_param(first + 7, p.beta_slow);
+  node.set_param(first + 8, p.n_ctx_orig);
+  static_assert(kRopeParamWords == 9);
 }
 
 RopeParams rope_params_of(const Tensor& node, int first) {
@@ -67,23 +75,69 @@ RopeParams rope_params_of(const Tensor& node, int first) {
   p.mode = static_cast<RopeMode>(node.param<int32_t>(first + 1));
   p.freq_base = node.param<float>(first + 2);
   p.freq_scale = node.param<float>(first + 3);
+  p.ext_factor = node.param<float>(first + 4);
+  p.attn_factor = node.param<float>(first + 5);
+  p.beta_fast = node.param<float>(first + 6);
+  p.beta_slow = node.param<float>(first + 7);
+  p.n_ctx_orig = node.param<int32_t>(first + 8);
   return p;
 }
 
-Tensor* rope(Context& ctx, Tensor* x, Tensor* pos, const RopeParams& p) {
+double yarn_mscale(double factor) { return factor <= 1.0 ? 1.0 : 0.1 * std::log(factor) + 1.0; }
+
+RopeCorrDims rope_corr_dims(const RopeParams& p) {
+  if (p.ext_factor == 0.0f) return {};
+  // The pair index whose wavelength fits `rotations` turns into the original context.
+  const double pi = 3.14159265358979323846;
+  auto corr_dim = [&](double rotations) {
+    return p.n_rot * std::log(p.n_ctx_orig / (rotations * 2.0 * pi)) / (2.0 * std::log(static_cast<double>(p.freq_base)));
+  };
+  RopeCorrDims d;
+  d.low = std::max(0.0, std::floor(corr_dim(p.beta_fast)));
+  d.high = std::min(static_cast<double>(p.n_rot - 1), std::ceil(corr_dim(p.beta_slow)));
+  return d;
+}
+
+std::string rope_params_error(const RopeParams& q, int64_t head_dim) {
+  if (q.n_rot < 0 || q.n_rot % 2 != 0 || q.n_rot > head_dim)
+    return fmt::format("n_rot {} must be even and <= head dim {}", q.n_rot, head_dim);
+  if (q.mode != RopeMode::NORMAL && q.mode != RopeMode::NEOX)
+    return fmt::format("unknown rope mode {}", static_cast<int>(q.mode));
+  if (!(q.freq_base > 0.0f) || !std::isfinite(q.freq_base)) return fmt::format("freq_base must be > 0, got {}", q.freq_base);
+  if (!(q.freq_scale > 0.0f) || !std::isfinite(q.freq_scale))
+    return fmt::format("freq_scale must be > 0, got {}", q.freq_scale);
+  if (!std::isfinite(q.attn_factor) || !std::isfinite(q.ext_factor))
+    return fmt::format("attn_factor {} and ext_factor {} must be finite", q.attn_factor, q.ext_factor);
+  if (q.ext_factor != 0.0f) {
+    if (q.n_ctx_orig <= 0) return fmt::format("YaRN (ext_factor {}) needs n_ctx_orig > 0, got {}", q.ext_factor, q.n_ctx_orig);
+    if (!(q.beta_fast > 0.0f) || !(q.beta_slow > 0.0f))
+      return fmt::format("YaRN beta_fast {} and beta_slow {} must be > 0", q.beta_fast, q.beta_slow);
+  }
+  return {};
+}
+
+namespace detail {
+void check_rope_params(Op op, const RopeParams& q, int64_t head_dim, const Tensor* freq_factors) {
+  if (std::string e = rope_params_error(q, head_dim); !e.empty()) fail(op, e);
+  if (freq_factors) {
+    require_type(op, freq_factors, "freq_factors", {DType::F32});
+    if (freq_factors->nelements() != q.n_rot / 2 || !freq_factors->is_contiguous())
+      fail(op, fmt::format("freq_factors {} must be contiguous with n_rot/2 = {} elements", describe(*freq_factors),
+                           q.n_rot / 2));
+  }
+}
+}  // namespace detail
+
+Tensor* rope(Context& ctx, Tensor* x, Tensor* pos, const RopeParams& p, Tensor* freq_factors) {
   require_type(Op::ROPE, x, "x", {DType::F32});
   require_type(Op::ROPE, pos, "pos", {DType::I32});
   RopeParams q = p;
   if (q.n_rot == 0) q.n_rot = static_cast<int32_t>(x->ne[0]);
-  if (q.n_rot < 0 || q.n_rot % 2 != 0 || q.n_rot > x->ne[0])
-    fail(Op::ROPE, fmt::format("n_rot {} must be even and <= head dim {}", q.n_rot, x->ne[0]));
-  if (q.mode != RopeMode::NORMAL && q.mode != RopeMode::NEOX)
-    fail(Op::ROPE, fmt::format("unknown mode {}", static_cast<int>(q.mode)));
+  detail::check_rope_params(Op::ROPE, q, x->ne[0], freq_factors);
   if (pos->nelements() != x->ne[2])
     fail(Op::ROPE, fmt::format("pos {} must hold one position per token of x {}", describe(*pos), describe(*x)));
   if (x->ne[3] != 1) fail(Op::ROPE, "x " + describe(*x) + " must be 3-D [head_dim, n_head, n_tokens]");
-  if (!(q.freq_base > 0.0f)) fail(Op::ROPE, fmt::format("freq_base must be > 0, got {}", q.freq_base));
-  Tensor* t = ctx.new_node(Op::ROPE, DType::F32, x->ne, {x, pos});
+  Tensor* t = ctx.new_node(Op::ROPE, DType::F32, x->ne, {x, pos, freq_factors});
   set_rope_params(*t, q);
   return t;
 }

@@ -1,5 +1,7 @@
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "gguf/gguf.h"
 #include "runtime/model.h"
 
@@ -29,7 +31,89 @@ HParams HParams::from_gguf(const gguf::File& f) {
   if (const gguf::TensorInfo* emb = f.find_tensor("token_embd.weight")) h.n_vocab = static_cast<int32_t>(emb->ne[1]);
   else throw std::invalid_argument(fmt::format("{}: no token_embd.weight tensor", f.name()));
   h.rope_mode = ops::rope_mode_for_arch(h.arch);
+
+  // RoPE scaling: llama.cpp's llama_model::load_hparams reads the same keys with these defaults
+  // (a factor without a type scales linearly there too).
+  float factor = f.get_f32_or(key("rope.scaling.factor"), 0.0f);
+  if (factor == 0.0f) factor = f.get_f32_or(key("rope.scale_linear"), 0.0f);
+  h.rope_freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
+  const std::string scaling(f.get_string_or(key("rope.scaling.type"), factor == 0.0f ? "none" : "linear"));
+  const auto type = rope_scaling_from_name(scaling);
+  if (!type)
+    throw std::invalid_argument(
+        fmt::format("{}: unsupported {} '{}' (supported: none, linear, yarn)", f.name(), key("rope.scaling.type"), scaling));
+  h.rope_scaling = *type;
+  h.rope_n_ctx_orig = static_cast<int32_t>(
+      f.get_u32_or(key("rope.scaling.original_context_length"), static_cast<uint32_t>(h.n_ctx_train)));
+  h.rope_attn_factor = f.get_f32_or(key("rope.scaling.attn_factor"), 1.0f);
+  h.yarn_ext_factor = f.get_f32_or(key("rope.scaling.yarn_ext_factor"), -1.0f);
+  h.yarn_attn_factor = f.get_f32_or(key("rope.scaling.yarn_attn_factor"), 0.0f);
+  h.yarn_beta_fast = f.get_f32_or(key("rope.scaling.yarn_beta_fast"), 32.0f);
+  h.yarn_beta_slow = f.get_f32_or(key("rope.scaling.yarn_beta_slow"), 1.0f);
+  try {
+    h.check_rope();
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(fmt::format("{}: {}", f.name(), e.what()));
+  }
   return h;
+}
+
+std::optional<RopeScaling> rope_scaling_from_name(std::string_view name) {
+  if (name == "none") return RopeScaling::NONE;
+  if (name == "linear") return RopeScaling::LINEAR;
+  if (name == "yarn") return RopeScaling::YARN;
+  return std::nullopt;
+}
+
+std::string_view rope_scaling_name(RopeScaling s) {
+  switch (s) {
+    case RopeScaling::NONE: return "none";
+    case RopeScaling::LINEAR: return "linear";
+    case RopeScaling::YARN: return "yarn";
+  }
+  return "?";
+}
+
+ops::RopeParams HParams::rope_params() const {
+  ops::RopeParams r;
+  r.n_rot = n_rot;
+  r.mode = rope_mode;
+  r.freq_base = rope_freq_base;
+  r.freq_scale = rope_scaling == RopeScaling::NONE ? 1.0f : rope_freq_scale;  // none never scales
+  r.ext_factor = yarn_ext_factor >= 0.0f ? yarn_ext_factor : rope_scaling == RopeScaling::YARN ? 1.0f : 0.0f;
+  r.beta_fast = yarn_beta_fast;
+  r.beta_slow = yarn_beta_slow;
+  r.n_ctx_orig = rope_n_ctx_orig > 0 ? rope_n_ctx_orig : n_ctx_train;
+  // The magnitude: Transformers' attention_factor (yarn_attn_factor) or YaRN's default
+  // 0.1 ln(factor) + 1, times llama.cpp's rope.scaling.attn_factor.
+  double m = 1.0;
+  if (yarn_attn_factor > 0.0f) m = yarn_attn_factor;
+  else if (r.ext_factor != 0.0f) m = ops::yarn_mscale(1.0 / static_cast<double>(r.freq_scale));
+  r.attn_factor = static_cast<float>(m * rope_attn_factor);
+  return r;
+}
+
+void HParams::check_rope() const {
+  if (std::string e = ops::rope_params_error(rope_params(), head_dim); !e.empty())
+    throw std::invalid_argument("RoPE: " + e);
+}
+
+void HParams::apply(const RopeOverrides& o) {
+  HParams h = *this;
+  if (o.scaling) h.rope_scaling = *o.scaling;
+  if (o.scale) {
+    if (!(*o.scale > 0.0f)) throw std::invalid_argument(fmt::format("RoPE: scale factor must be > 0, got {}", *o.scale));
+    h.rope_freq_scale = 1.0f / *o.scale;
+  }
+  if (o.freq_scale) h.rope_freq_scale = *o.freq_scale;
+  if (o.freq_base) h.rope_freq_base = *o.freq_base;
+  if (o.yarn_orig_ctx) h.rope_n_ctx_orig = *o.yarn_orig_ctx;
+  if (o.yarn_ext_factor) h.yarn_ext_factor = *o.yarn_ext_factor;
+  if (o.yarn_attn_factor) h.yarn_attn_factor = *o.yarn_attn_factor;
+  if (o.yarn_beta_slow) h.yarn_beta_slow = *o.yarn_beta_slow;
+  if (o.yarn_beta_fast) h.yarn_beta_fast = *o.yarn_beta_fast;
+  h.check_rope();
+  *this = h;
 }
 
 }  // namespace minfer

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "ops/rope.h"
 #include "runtime/weights.h"
@@ -16,6 +18,32 @@ class File;
 namespace minfer {
 
 class KvCache;
+
+/// RoPE context-extension methods (GGUF `<arch>.rope.scaling.type`).
+enum class RopeScaling : int32_t { NONE, LINEAR, YARN };
+
+/// "none", "linear", "yarn" -> RopeScaling; std::nullopt otherwise.
+std::optional<RopeScaling> rope_scaling_from_name(std::string_view name);
+std::string_view rope_scaling_name(RopeScaling s);
+
+/// llama.cpp's RoPE flags (--rope-scaling, --rope-scale, --rope-freq-base, --rope-freq-scale,
+/// --yarn-orig-ctx, --yarn-ext-factor, --yarn-attn-factor, --yarn-beta-slow, --yarn-beta-fast):
+/// each set field replaces the matching HParams value.
+struct RopeOverrides {
+  std::optional<RopeScaling> scaling;      ///< -> rope_scaling
+  std::optional<float> scale;              ///< the factor: rope_freq_scale = 1 / scale
+  std::optional<float> freq_base;          ///< -> rope_freq_base
+  std::optional<float> freq_scale;         ///< -> rope_freq_scale (wins over `scale`)
+  std::optional<int32_t> yarn_orig_ctx;    ///< -> rope_n_ctx_orig
+  std::optional<float> yarn_ext_factor;    ///< -> yarn_ext_factor
+  std::optional<float> yarn_attn_factor;   ///< -> yarn_attn_factor
+  std::optional<float> yarn_beta_slow;     ///< -> yarn_beta_slow
+  std::optional<float> yarn_beta_fast;     ///< -> yarn_beta_fast
+  bool any() const {
+    return scaling || scale || freq_base || freq_scale || yarn_orig_ctx || yarn_ext_factor || yarn_attn_factor ||
+           yarn_beta_slow || yarn_beta_fast;
+  }
+};
 
 /// Hyper-parameters of a decoder-only transformer, named as in GGUF (`<arch>.<key>`).
 struct HParams {
@@ -35,10 +63,36 @@ struct HParams {
   float rms_eps = 1e-6f;            ///< attention.layer_norm_rms_epsilon
   ops::RopeMode rope_mode = ops::RopeMode::NEOX;
 
+  // RoPE scaling (llama.cpp's keys and defaults; ops/rope.h has the formulas). Llama 3's
+  // frequency factors are a tensor, rope_freqs.weight, that the model file passes to the rope op.
+  RopeScaling rope_scaling = RopeScaling::NONE;  ///< rope.scaling.type: none, linear, yarn
+  float rope_freq_scale = 1.0f;  ///< 1 / rope.scaling.factor (old key rope.scale_linear)
+  int32_t rope_n_ctx_orig = 0;   ///< rope.scaling.original_context_length (default n_ctx_train)
+  float rope_attn_factor = 1.0f; ///< rope.scaling.attn_factor: multiplies the rope magnitude
+  float yarn_ext_factor = -1.0f; ///< rope.scaling.yarn_ext_factor; < 0: 1 for yarn, else 0
+  float yarn_attn_factor = 0.0f; ///< rope.scaling.yarn_attn_factor (Transformers' attention_factor);
+                                 ///< <= 0: yarn_mscale(factor) with YaRN, else 1
+  float yarn_beta_fast = 32.0f;  ///< rope.scaling.yarn_beta_fast
+  float yarn_beta_slow = 1.0f;   ///< rope.scaling.yarn_beta_slow
+
   /// Reads the llama-style keys for `general.architecture`. Throws gguf::Error for missing or
   /// mistyped required keys, std::invalid_argument for inconsistent values (e.g. n_head not a
-  /// multiple of n_head_kv).
+  /// multiple of n_head_kv) and for an unsupported rope.scaling.type.
   static HParams from_gguf(const gguf::File& f);
+
+  /// The rope op's parameters for these hyper-parameters (as llama.cpp's context resolves them):
+  ///   none:   freq_scale 1, no YaRN;  linear: freq_scale = rope_freq_scale
+  ///   yarn:   freq_scale = rope_freq_scale, ext_factor 1 (or yarn_ext_factor), n_ctx_orig,
+  ///           beta_fast / beta_slow
+  ///   attn_factor = rope_attn_factor * (yarn_attn_factor > 0 ? yarn_attn_factor
+  ///                                    : ext_factor != 0 ? yarn_mscale(1 / freq_scale) : 1)
+  ops::RopeParams rope_params() const;
+
+  /// Applies llama.cpp-style RoPE flags; unset fields keep the GGUF's values. Throws
+  /// std::invalid_argument for values the rope op cannot take (non-positive scale or base, ...).
+  void apply(const RopeOverrides& o);
+  /// Throws std::invalid_argument when rope_params() are not valid for the rope op.
+  void check_rope() const;
 };
 
 /// One batch of tokens for a forward pass, possibly of several sequences. All are I32 inputs
@@ -57,6 +111,9 @@ class Model {
  public:
   virtual ~Model() = default;
   const HParams& hparams() const { return hp_; }
+  /// Applies RoPE overrides to the hyper-parameters (HParams::apply). Graphs read them when
+  /// built: call before creating sessions.
+  void override_rope(const RopeOverrides& o) { hp_.apply(o); }
   const Weights& weights() const { return *weights_; }
 
   /// Records the forward pass for `batch` over the KV cache `kv` in `ctx`: writes the batch's keys

@@ -10,12 +10,17 @@
 # depends on a shared library other than libc/libm/libstdc++/libgcc/cuBLAS/libcuda, or if .dev
 # grows past 60 MB.
 #   scripts/build_device.sh [extra cmake args...]
+# MINFER_DEVICE_FIXTURES=rope stages the scaled-RoPE fixture (qwen2-yarn-s) instead of the default
+# set: both do not fit one 60 MB .dev. The GPU tests skip the fixtures that are absent, so run
+# test_cuda_models --gtest_filter='*yarn*' on the device with this set.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="$root/build-device"
 dev="$root/.dev"
 fixtures_src="${MINFER_FIXTURES_SRC:-$root/../shared/fixtures}"
 jobs="${JOBS:-2}"
+fixture_set="${MINFER_DEVICE_FIXTURES:-default}"
+[[ $fixture_set == default || $fixture_set == rope ]] || { echo "build_device: MINFER_DEVICE_FIXTURES is default or rope" >&2; exit 1; }
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMINFER_CUDA=ON -DMINFER_PORTABLE=ON \
   -DMINFER_SANITIZE=OFF "$@" >/dev/null
@@ -35,6 +40,13 @@ strip --strip-unneeded "$dev"/bin/* "$dev"/tests/* 2>/dev/null || true
 
 # Only the fixtures the GPU tests (tests/cuda) and the checks in scripts/gpu_check.sh read.
 copy_fixture() { mkdir -p "$dev/fixtures/$(dirname "$1")"; cp "$fixtures_src/$1" "$dev/fixtures/$1"; }
+if [[ $fixture_set == rope ]]; then
+  # qwen2-yarn-s (YaRN): test_cuda_models --gtest_filter='*yarn*' (refs, perplexity -c 256 / 2048).
+  m=qwen2-yarn-s
+  for f in $m/$m-f16.gguf $m/$m-Q4_K_M.gguf $m/refs.json $m/ref{0,1,2,3,4}.logits.f32 text/python-val.txt; do
+    copy_fixture "$f"
+  done
+else
 for m in qwen2-s qwen3-xs; do
   copy_fixture "$m/$m-f16.gguf"
   copy_fixture "$m/refs.json"
@@ -47,6 +59,7 @@ for f in qwen2-s/qwen2-s-Q4_K_M.gguf qwen2-s/qwen2-s-Q5_K_M.gguf qwen3-s/qwen3-s
          qwen3-xs/qwen3-xs-Q8_0.gguf qwen3-xs/qwen3-xs-Q4_0.gguf qwen3-xs/qwen3-xs-Q5_1.gguf text/python-val.txt; do
   copy_fixture "$f"
 done
+fi
 
 # Shared-library check: only what the GPU host has.
 bad=0

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "common/rope_flags.h"
 #include "models/registry.h"
 #include "runtime/backends.h"
 #include "runtime/speculative.h"
@@ -24,6 +25,7 @@ void add_model_flags(CLI::App& app, ModelArgs& a) {
   app.add_option("--cache-type", a.kv_type, "KV cache dtype: f16, f32 or q8_0");
   app.add_option("--block-size", a.block_size, "KV cache cells per block (a power of two)")
       ->check(CLI::IsMember({1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}));
+  add_rope_flags(app, a.rope);
 }
 
 void add_sampling_flags(CLI::App& app, SamplerParams& p) {
@@ -77,6 +79,7 @@ Loaded load_model(const ModelArgs& a) {
   l.tok.emplace(tokenizer::Tokenizer::from_gguf(*l.file));
   l.backend = create_backend(a.device, a.threads);
   l.model = models::load(l.file, *l.backend);
+  if (a.rope.any()) l.model->override_rope(a.rope);
   if (a.n_ctx > l.model->hparams().n_ctx_train)
     std::fprintf(stderr, "warning: -c %d exceeds the context the model was trained with (%d); quality will drop past it\n",
                  a.n_ctx, l.model->hparams().n_ctx_train);

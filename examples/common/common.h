@@ -26,9 +26,10 @@ struct ModelArgs {
   int n_batch = 512;          ///< -b
   std::string kv_type = "f16";
   int block_size = 32;        ///< --block-size: KV cells per block
+  RopeOverrides rope;         ///< --rope-scaling, --rope-scale, --yarn-* (rope_flags.h)
 };
 
-/// -m -c -b -t --device --cache-type --block-size.
+/// -m -c -b -t --device --cache-type --block-size and the RoPE scaling flags (add_rope_flags).
 void add_model_flags(CLI::App& app, ModelArgs& a);
 /// --temp --top-k --top-p --min-p --repeat-penalty --repeat-last-n --presence-penalty
 /// --frequency-penalty --seed.

@@ -50,7 +50,7 @@ class Qwen2 final : public Model {
     qp.n_head = h.n_head;
     qp.n_head_kv = h.n_head_kv;
     qp.head_dim = h.head_dim;
-    qp.rope = {h.n_rot, h.rope_mode, h.rope_freq_base, 1.0f};
+    qp.rope = h.rope_params();  // RoPE with the GGUF's scaling (linear, YaRN)
     const float kq_scale = 1.0f / std::sqrt(static_cast<float>(h.head_dim));
 
     Tensor* x = ops::get_rows(ctx, tok_embd_, b.tokens);  // [n_embd, n_tokens]

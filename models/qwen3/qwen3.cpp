@@ -49,7 +49,7 @@ class Qwen3 final : public Model {
     qp.n_head = h.n_head;
     qp.n_head_kv = h.n_head_kv;
     qp.head_dim = h.head_dim;
-    qp.rope = {h.n_rot, h.rope_mode, h.rope_freq_base, 1.0f};
+    qp.rope = h.rope_params();  // RoPE with the GGUF's scaling (linear, YaRN)
     qp.norm_eps = h.rms_eps;
     const float kq_scale = 1.0f / std::sqrt(static_cast<float>(h.head_dim));
 

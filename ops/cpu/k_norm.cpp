@@ -65,15 +65,19 @@ void k_soft_max(KernelContext& kc, Tensor& dst) {
 void k_rope(KernelContext& kc, Tensor& dst) {
   const Tensor& x = *dst.src[0];
   const std::vector<int32_t> pos = read_i32(*dst.src[1]);
+  const Tensor* ff = dst.src[2];
   const ops::RopeParams p = ops::rope_params_of(dst);
+  const ops::RopeCorrDims corr = ops::rope_corr_dims(p);
   const int64_t hd = x.ne[0];
   const int64_t half = p.n_rot / 2;
-  // theta_k = freq_scale * freq_base^(-2k/n_rot). Angles are formed in double: at positions in the
-  // thousands an f32 angle is off by ~1e-4 rad, visible against float64 references.
+  // theta_k per ops/rope.h, in double: at positions in the thousands an f32 angle is off by
+  // ~1e-4 rad, visible against float64 references.
   std::vector<double> theta(static_cast<size_t>(half));
   for (int64_t k = 0; k < half; ++k)
-    theta[static_cast<size_t>(k)] = static_cast<double>(p.freq_scale) *
-                                    std::pow(static_cast<double>(p.freq_base), -2.0 * k / static_cast<double>(p.n_rot));
+    theta[static_cast<size_t>(k)] =
+        ops::rope_theta(static_cast<int>(k), p.n_rot, p.freq_base, p.freq_scale, p.ext_factor, corr,
+                        ff ? static_cast<double>(static_cast<const float*>(ff->data)[k]) : 1.0);
+  const double mscale = p.attn_factor;
   const bool neox = p.mode == ops::RopeMode::NEOX;
   for_each_row(kc, dst, 16, [&](int64_t i1, int64_t i2, int64_t i3) {
     const char* rx = row_ptr(x, i1, i2, i3);
@@ -90,7 +94,7 @@ void k_rope(KernelContext& kc, Tensor& dst) {
     for (int64_t i = 0; i < hd; ++i) v[i] = load_f(x, rx, i);
     for (int64_t k = 0; k < half; ++k) {
       const double ang = position * theta[static_cast<size_t>(k)];
-      const float c = static_cast<float>(std::cos(ang)), s = static_cast<float>(std::sin(ang));
+      const float c = static_cast<float>(std::cos(ang) * mscale), s = static_cast<float>(std::sin(ang) * mscale);
       const int64_t a = neox ? k : 2 * k;
       const int64_t b = neox ? k + half : 2 * k + 1;
       const float x0 = v[a], x1 = v[b];

@@ -2,10 +2,10 @@
 //
 // QKV: the q/k/v projections as one matmul when wq|wk|wv are adjacent rows of one weight (else
 // three), then ONE epilogue kernel per (head, token) that adds the bias, applies the per-head
-// RMSNorm (Qwen3's q_norm/k_norm), rotates q and k (RoPE, positions from the device) and stores k
-// and v into the caches at pos; the rotated q is the node's output. The decomposition in
-// ops/lower.cpp spends up to 9 kernels on the same work; the arithmetic here is the same, in the
-// same order (bias, norm, rope, store).
+// RMSNorm (Qwen3's q_norm/k_norm), rotates q and k (RoPE with its scaling and the optional frequency
+// factors in src[13], positions from the device) and stores k and v into the caches at their cells;
+// the rotated q is the node's output. The decomposition in ops/lower.cpp spends up to 9 kernels on
+// the same work; the arithmetic here is the same, in the same order (bias, norm, rope, store).
 //
 // FFN_SWIGLU: gate|up as one matmul when adjacent (else two), SwiGLU, down. For decode (N <= 16,
 // an MMVQ down weight) the SwiGLU kernel writes the down projection's q8_1 activations directly.
@@ -39,7 +39,9 @@ struct QkvArgs {
   TD kc, vc;   // caches [hd, n_head_kv, n_cells]
   int hd, n_head, n_head_kv, n_rot;
   bool neox;
-  double freq_base, freq_scale;
+  double freq_base, freq_scale, ext_factor, attn_factor;
+  ops::RopeCorrDims corr;
+  const float* freq_factors;  // optional [n_rot/2]
   ErrorSink sink;
 };
 
@@ -85,15 +87,17 @@ __global__ void qkv_epilogue_kernel(QkvArgs a) {
       row[e] = row[e] * inv * load_scalar(a.norm_type[kind], a.norm[kind] + e * a.norm_nb0[kind]);
   }
   __syncthreads();
-  // RoPE on q and k: pair k rotates by pos * freq_scale * freq_base^(-2k/n_rot) (double angles).
+  // RoPE on q and k as rope_kernel (k_norm.cu): pair k rotates by pos * ops::rope_theta (scaling,
+  // YaRN ramp, freq factors; double angles), cos/sin scaled by attn_factor.
   const int32_t p = a.pos[t];
   if (kind < 2) {
     const int half = a.n_rot / 2;
     for (int k = threadIdx.x; k < half; k += blockDim.x) {
-      const double theta = a.freq_scale * pow(a.freq_base, -2.0 * k / static_cast<double>(a.n_rot));
+      const double theta = ops::rope_theta(k, a.n_rot, a.freq_base, a.freq_scale, a.ext_factor, a.corr,
+                                           a.freq_factors ? static_cast<double>(a.freq_factors[k]) : 1.0);
       double sd, cd;
       sincos(static_cast<double>(p) * theta, &sd, &cd);
-      const float c = static_cast<float>(cd), s = static_cast<float>(sd);
+      const float c = static_cast<float>(cd * a.attn_factor), s = static_cast<float>(sd * a.attn_factor);
       const int i0 = a.neox ? k : 2 * k, i1 = a.neox ? k + half : 2 * k + 1;
       const float x0 = row[i0], x1 = row[i1];
       row[i0] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
@@ -182,6 +186,7 @@ bool s_qkv(const Tensor& n) {
   if (!pos || !pos->is_contiguous() || !cells || !cells->is_contiguous() || !kc || !vc || !kc->is_contiguous() ||
       !vc->is_contiguous())
     return false;
+  if (const Tensor* ff = n.src[13]; ff && (ff->type != DType::F32 || !ff->is_contiguous())) return false;
   const int64_t hd = n.param<int32_t>(2);
   for (const Tensor* c : {kc, vc}) {
     if (c->type != DType::F32 && c->type != DType::F16 && c->type != DType::Q8_0) return false;
@@ -259,6 +264,10 @@ void k_qkv(KernelContext& kc, Tensor& node) {
   a.neox = rp.mode == ops::RopeMode::NEOX;
   a.freq_base = rp.freq_base;
   a.freq_scale = rp.freq_scale;
+  a.ext_factor = rp.ext_factor;
+  a.attn_factor = rp.attn_factor;
+  a.corr = ops::rope_corr_dims(rp);
+  a.freq_factors = node.src[13] ? static_cast<const float*>(node.src[13]->data) : nullptr;
   a.sink = kc.sink();
   const dim3 grid(static_cast<unsigned>(n_head + 2 * n_head_kv), static_cast<unsigned>(N));
   const int threads = row_threads(hd, 256);

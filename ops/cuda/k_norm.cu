@@ -62,29 +62,38 @@ __global__ void soft_max_kernel(TD x, const int32_t* pos, float scale, float* ds
   }
 }
 
-// Pair k of a head rotates by pos * theta_k, theta_k = freq_scale * freq_base^(-2k/n_rot), formed
-// in double as on the CPU (f32 angles lose ~1e-4 rad at positions in the thousands).
-__global__ void rope_kernel(TD x, const int32_t* pos, float* dst, int n_rot, bool neox, double freq_base,
-                            double freq_scale) {
+// Pair k of a head rotates by pos * theta_k (ops::rope_theta: scaling, YaRN ramp, freq factors),
+// formed in double as on the CPU (f32 angles lose ~1e-4 rad at positions in the thousands); cos and
+// sin are scaled by attn_factor in double, then rounded to f32.
+struct RopeArgs {
+  int n_rot;
+  bool neox;
+  double freq_base, freq_scale, ext_factor, attn_factor;
+  ops::RopeCorrDims corr;
+  const float* freq_factors;  // [n_rot/2] or null
+};
+
+__global__ void rope_kernel(TD x, const int32_t* pos, float* dst, RopeArgs r) {
   int64_t i1, i2, i3;
   split_row(blockIdx.x, x.ne, i1, i2, i3);
   const float* rx = reinterpret_cast<const float*>(td_row(x, i1, i2, i3));
   const int64_t hd = x.ne[0], e0 = x.nb[0] / 4;
   float* rd = dst + static_cast<int64_t>(blockIdx.x) * hd;
   const double position = static_cast<double>(pos[i2]);
-  const int half = n_rot / 2;
+  const int half = r.n_rot / 2;
   for (int k = threadIdx.x; k < half; k += blockDim.x) {
-    const double theta = freq_scale * pow(freq_base, -2.0 * k / static_cast<double>(n_rot));
+    const double theta = ops::rope_theta(k, r.n_rot, r.freq_base, r.freq_scale, r.ext_factor, r.corr,
+                                         r.freq_factors ? static_cast<double>(r.freq_factors[k]) : 1.0);
     double sd, cd;
     sincos(position * theta, &sd, &cd);
-    const float c = static_cast<float>(cd), s = static_cast<float>(sd);
-    const int64_t a = neox ? k : 2 * k;
-    const int64_t b = neox ? k + half : 2 * k + 1;
+    const float c = static_cast<float>(cd * r.attn_factor), s = static_cast<float>(sd * r.attn_factor);
+    const int64_t a = r.neox ? k : 2 * k;
+    const int64_t b = r.neox ? k + half : 2 * k + 1;
     const float x0 = rx[a * e0], x1 = rx[b * e0];
     rd[a] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
     rd[b] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
   }
-  for (int64_t i = n_rot + threadIdx.x; i < hd; i += blockDim.x) rd[i] = rx[i * e0];
+  for (int64_t i = r.n_rot + threadIdx.x; i < hd; i += blockDim.x) rd[i] = rx[i * e0];
 }
 
 // rms_norm_kernel's values, quantized per 32-element block as quantize_q8_1_kernel does (one warp
@@ -160,14 +169,16 @@ void k_soft_max(KernelContext& kc, Tensor& dst) {
 void k_rope(KernelContext& kc, Tensor& dst) {
   const Tensor& x = *dst.src[0];
   const Tensor& pos = *dst.src[1];
+  const Tensor* ff = dst.src[2];
   if (!pos.is_contiguous()) throw OpError(kc.where() + ": pos must be contiguous");
   if (x.nb[0] % 4 != 0) throw OpError(kc.where() + ": x elements must be 4-byte aligned");
   const ops::RopeParams p = ops::rope_params_of(dst);
   const int64_t rows = x.nrows();
   if (rows == 0) return;
+  RopeArgs r{p.n_rot, p.mode == ops::RopeMode::NEOX, p.freq_base, p.freq_scale, p.ext_factor, p.attn_factor,
+             ops::rope_corr_dims(p), ff ? static_cast<const float*>(ff->data) : nullptr};
   rope_kernel<<<static_cast<unsigned>(rows), row_threads(x.ne[0] / 2, 128), 0, kc.stream>>>(
-      td(x), static_cast<const int32_t*>(pos.data), static_cast<float*>(dst.data), p.n_rot,
-      p.mode == ops::RopeMode::NEOX, static_cast<double>(p.freq_base), static_cast<double>(p.freq_scale));
+      td(x), static_cast<const int32_t*>(pos.data), static_cast<float*>(dst.data), r);
   kc.check_launch("rope_kernel");
 }
 

@@ -113,5 +113,28 @@ TEST(Cli, PerplexityPrintsTheFinalLine) {
   EXPECT_NE(r.out.find(" +/- "), std::string::npos) << r.out;
 }
 
+TEST(Cli, RopeFlagsOverrideTheModelsScaling) {
+  // llama.cpp's --rope-* / --yarn-* flags reach the model: the same text scores differently with
+  // the default model's RoPE stretched 2x; bad values are rejected like every other bad flag.
+  auto text = fixture("text/python-val.txt");
+  if (text.empty()) GTEST_SKIP() << "fixtures not found under " << fixtures_dir();
+  const std::string ppl = std::string(MINFER_PERPLEXITY_BIN) + " -f " + text.string() + " -c 128 --chunks 2 --device cpu";
+  auto final_line = [](const std::string& out) { return out.substr(out.rfind("PPL = ")); };
+  auto plain = run(ppl), linear = run(ppl + " --rope-scaling linear --rope-scale 2"),
+       yarn = run(ppl + " --rope-scaling yarn --rope-scale 2 --yarn-orig-ctx 64 --yarn-beta-fast 16");
+  ASSERT_EQ(plain.code, 0) << plain.out;
+  ASSERT_EQ(linear.code, 0) << linear.out;
+  ASSERT_EQ(yarn.code, 0) << yarn.out;
+  EXPECT_NE(final_line(plain.out), final_line(linear.out));
+  EXPECT_NE(final_line(plain.out), final_line(yarn.out));
+  EXPECT_NE(final_line(linear.out), final_line(yarn.out));
+  EXPECT_EQ(final_line(run(ppl + " --rope-scaling none").out), final_line(plain.out));  // the model has none
+  for (const char* bad : {"--rope-scaling longrope", "--rope-scale 2 --rope-freq-scale 0.5", "--rope-freq-base -1",
+                          "--yarn-orig-ctx 0"}) {
+    auto r = run(gen + " -n 1 --device cpu " + bad);
+    EXPECT_EQ(r.code, 1) << bad << ": " << r.out;
+  }
+}
+
 }  // namespace
 }  // namespace minfer::test

@@ -1,8 +1,9 @@
 // The fused QKV kernel on CUDA against the CPU's decomposition (ops/lower.cpp): Qwen2 style
 // (q/k/v bias) and Qwen3 style (q_norm/k_norm), adjacent and separate weights, float and
 // quantized weights, every cache dtype, decode (N = 1), verify (7) and prefill (33) sizes with a
-// past. Checked twice: the rotated queries (the node's output) and attention over the caches the
-// node wrote (which reads back every stored K/V row).
+// past, and scaled RoPE (YaRN, frequency factors) at positions up to ~32k. Checked twice: the
+// rotated queries (the node's output) and attention over the caches the node wrote (which reads
+// back every stored K/V row).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,12 +18,19 @@ struct QkvCase {
   bool adjacent, bias, qk_norm;
   DType wt, cache;
   int64_t T, past;
+  int scaling = 0;  // RoPE: 0 plain, 1 YaRN (Qwen2.5's), 2 YaRN with Llama 3 style frequency factors
 };
 
 void check_qkv(const QkvCase& c, bool through_attention) {
-  const int64_t n_embd = 256, hd = 64, n_head = 4, n_kv = 2, n_ctx = 96;
+  // Long positions need a cache that holds them: blocks of 16 cells.
+  const int64_t n_embd = 256, hd = 64, n_head = 4, n_kv = 2, n_ctx = std::max<int64_t>(96, (c.past + c.T + 15) / 16 * 16);
   // One sequence whose blocks of 16 cells run backwards through the cache.
   const InitFn init = named_init([&](Tensor& leaf) {
+    if (leaf.name == "rope_freqs") {
+      for (int64_t i = 0; i < leaf.nelements(); ++i)
+        static_cast<float*>(leaf.data)[i] = 1.0f + 7.0f * static_cast<float>(i) / static_cast<float>(leaf.nelements());
+      return true;
+    }
     if (leaf.type != DType::I32) return false;
     auto* out = static_cast<int32_t*>(leaf.data);
     const int64_t nb = n_ctx / 16;
@@ -40,6 +48,12 @@ void check_qkv(const QkvCase& c, bool through_attention) {
   p.n_head_kv = n_kv;
   p.head_dim = hd;
   p.rope.freq_base = 1e6f;
+  if (c.scaling) {
+    p.rope.freq_scale = 0.25f;
+    p.rope.ext_factor = 1.0f;
+    p.rope.attn_factor = 1.1386294f;
+    p.rope.n_ctx_orig = 512;
+  }
   p.norm_eps = 1e-6f;
   auto build = [&](Context& ctx) {
     Tensor* x = ctx.new_tensor(DType::F32, {n_embd, c.T}, "x");
@@ -63,6 +77,7 @@ void check_qkv(const QkvCase& c, bool through_attention) {
       w.q_norm = ctx.new_tensor(DType::F32, {hd}, "q_norm");
       w.k_norm = ctx.new_tensor(DType::F32, {hd}, "k_norm");
     }
+    if (c.scaling == 2) w.rope_freqs = ctx.new_tensor(DType::F32, {hd / 2}, "rope_freqs");
     Tensor* pos = ctx.new_tensor(DType::I32, {c.T}, "pos");
     Tensor* cells = ctx.new_tensor(DType::I32, {c.T}, "cells");
     Tensor* kc = ctx.new_tensor(c.cache, {hd, n_kv, n_ctx}, "k_cache");
@@ -77,9 +92,9 @@ void check_qkv(const QkvCase& c, bool through_attention) {
   // The cache rows before the past are random (never written): attention over them is defined.
   const double tol = dtype_is_quantized(c.wt) || c.cache == DType::Q8_0 ? 5e-4 : 1e-8;  // f16/q8 rounding flips
   compare_cpu_cuda_named(build, init, tol,
-                   fmt::format("qkv adjacent={} bias={} norm={} w={} cache={} T={} past={} {}", c.adjacent, c.bias,
-                               c.qk_norm, dtype_name(c.wt), dtype_name(c.cache), c.T, c.past,
-                               through_attention ? "(attention over the caches)" : "(q)"));
+                   fmt::format("qkv adjacent={} bias={} norm={} w={} cache={} T={} past={} rope scaling={} {}",
+                               c.adjacent, c.bias, c.qk_norm, dtype_name(c.wt), dtype_name(c.cache), c.T, c.past,
+                               c.scaling, through_attention ? "(attention over the caches)" : "(q)"));
 }
 
 TEST(CudaFusedQkv, IsSupportedAndMatchesTheDecomposition) {
@@ -106,6 +121,11 @@ TEST(CudaFusedQkv, IsSupportedAndMatchesTheDecomposition) {
         }
   for (DType cache : {DType::F32, DType::F16, DType::Q8_0})
     for (DType wt : {DType::Q8_0, DType::Q6_K, DType::F32}) check_qkv({true, true, false, wt, cache, 1, 17}, true);
+  // Scaled RoPE (YaRN; YaRN with frequency factors) at short and long positions (up to ~32k).
+  for (int scaling : {1, 2})
+    for (int64_t past : {int64_t{5}, int64_t{32700}})
+      for (int64_t T : {1, 33})
+        for (bool att : {false, true}) check_qkv({true, scaling == 1, scaling == 2, DType::F16, DType::F32, T, past, scaling}, att);
 }
 
 TEST(CudaFusedFfn, IsSupportedAndMatchesTheDecomposition) {

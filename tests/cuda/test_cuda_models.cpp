@@ -45,11 +45,11 @@ TEST_P(CudaModelRefs, LogitsAndGreedyMatchHuggingFace) {
 }
 
 INSTANTIATE_TEST_SUITE_P(F16Fixtures, CudaModelRefs,
-                         ::testing::Combine(::testing::Values("qwen2-s", "qwen3-xs"),
+                         ::testing::Combine(::testing::Values("qwen2-s", "qwen3-xs", "qwen2-yarn-s"),
                                             ::testing::Values(DType::F32, DType::F16)),
                          [](const auto& info) {
-                           return std::get<0>(info.param).substr(0, 5) + "_" + std::get<0>(info.param).substr(6) +
-                                  "_kv_" + std::string(dtype_name(std::get<1>(info.param)));
+                           return model_case_name(std::get<0>(info.param)) + "_kv_" +
+                                  std::string(dtype_name(std::get<1>(info.param)));
                          });
 
 class CudaPerplexity : public ::testing::TestWithParam<PplCase> {};

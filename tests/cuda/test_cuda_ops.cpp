@@ -250,5 +250,60 @@ TEST(CudaOps, RopeModesPartialRotationViewsAndLongPositions) {
       }
 }
 
+TEST(CudaOps, RopeScalingLinearYarnAndFrequencyFactorsAtLongPositions) {
+  // The scaled RoPE (ops/rope.h): linear, YaRN (default and custom betas, a partial ext_factor, a
+  // magnitude), Llama 3 frequency factors, and YaRN with factors, positions up to 32767.
+  MINFER_REQUIRE_GPU();
+  struct Scaling {
+    const char* name;
+    float freq_scale, ext_factor, attn_factor, beta_fast, beta_slow;
+    int32_t n_ctx_orig;
+    bool factors;
+  };
+  const Scaling cases[] = {
+      {"linear", 0.25f, 0.0f, 1.0f, 32.0f, 1.0f, 0, false},
+      {"yarn", 0.25f, 1.0f, 1.1386294f, 32.0f, 1.0f, 512, false},
+      {"yarn-betas", 1.0f / 40.0f, 1.0f, 1.3688879f, 24.0f, 2.0f, 4096, false},
+      {"yarn-mix", 0.125f, 0.5f, 0.9f, 32.0f, 1.0f, 8192, false},
+      {"llama3", 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, 0, true},
+      {"yarn+factors", 0.5f, 1.0f, 1.0693147f, 32.0f, 1.0f, 2048, true},
+  };
+  for (const Scaling& sc : cases)
+    for (auto mode : {ops::RopeMode::NEOX, ops::RopeMode::NORMAL})
+      for (int64_t hd : {64, 128})
+        for (bool partial : {false, true}) {
+          const int32_t n_rot = partial ? static_cast<int32_t>(hd / 2) : static_cast<int32_t>(hd);
+          LeafData data([&](Tensor& leaf) {
+            if (leaf.type == DType::I32) {
+              for (int64_t i = 0; i < leaf.nelements(); ++i)
+                static_cast<int32_t*>(leaf.data)[i] = static_cast<int32_t>(rand_int(0, 32767));
+            } else if (leaf.name == "freq_factors") {
+              for (int64_t i = 0; i < leaf.nelements(); ++i)  // 1 .. 8, Llama 3's range
+                static_cast<float*>(leaf.data)[i] = 1.0f + 7.0f * static_cast<float>(i) / static_cast<float>(leaf.nelements());
+            } else {
+              fill_random(leaf);
+            }
+          });
+          ops::RopeParams p;
+          p.mode = mode;
+          p.n_rot = n_rot;
+          p.freq_base = 5e5f;
+          p.freq_scale = sc.freq_scale;
+          p.ext_factor = sc.ext_factor;
+          p.attn_factor = sc.attn_factor;
+          p.beta_fast = sc.beta_fast;
+          p.beta_slow = sc.beta_slow;
+          p.n_ctx_orig = sc.n_ctx_orig;
+          compare_cpu_cuda(
+              [&](Context& c) {
+                Tensor* base = c.new_tensor(DType::F32, {hd * 5, 33});
+                Tensor* x = view(c, base, {hd, 3, 33}, {static_cast<size_t>(hd) * 4, base->nb[1]}, static_cast<size_t>(hd) * 4);
+                Tensor* ff = sc.factors ? c.new_tensor(DType::F32, {n_rot / 2}, "freq_factors") : nullptr;
+                return ops::rope(c, x, c.new_tensor(DType::I32, {33}), p, ff);
+              },
+              data, 1e-11, fmt::format("rope {} hd={} mode={} n_rot={}", sc.name, hd, static_cast<int>(mode), n_rot));
+        }
+}
+
 }  // namespace
 }  // namespace minfer::test

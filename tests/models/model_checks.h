@@ -11,19 +11,25 @@
 
 namespace minfer::test {
 
+/// A fixture directory name as a test-name-safe string ("qwen2-yarn-s" -> "qwen2_yarn_s").
+std::string model_case_name(const std::string& name);
+
 /// True when fixtures/<name>/<name>-f16.gguf and refs.json exist.
 bool have_refs(const std::string& name);
 
 /// Every refs.json case of `name` on `backend` with a `kv_type` KV cache: logits of the rows in
 /// the reference within 1e-3 (f32 cache) or 1e-2 (f16 cache; rounding K/V to f16 moves logits by
-/// a few 1e-3), the maximum printed per case, and the 32-token greedy continuation exact through
+/// a few 1e-3; 3e-2 for qwen2-yarn-s), the maximum printed per case, and the 32-token greedy continuation exact through
 /// one-token decode steps. `label` prefixes the printed lines.
 void check_model_refs(Backend& backend, const std::string& name, DType kv_type, const std::string& label);
 
-/// A fixture and llama.cpp's perplexity on it (fixtures README: -c 256, 100 chunks).
+/// A fixture and llama.cpp's perplexity on it (fixtures README: -c 256, 100 chunks; the
+/// scaled-RoPE fixtures also -c 2048, 20 chunks).
 struct PplCase {
   const char* file;
   double llama_ppl;
+  int32_t n_ctx = 256;
+  int32_t n_chunks = 100;
 };
 void PrintTo(const PplCase& c, std::ostream* os);
 std::string ppl_case_name(const PplCase& c);  ///< a test-name-safe name
@@ -32,7 +38,7 @@ extern const std::vector<PplCase> kPplCases;
 /// True when the fixture and text/python-val.txt exist.
 bool have_ppl_fixture(const PplCase& c);
 
-/// Perplexity of the case on python-val.txt (-c 256, 100 chunks) within 0.5 % of llama.cpp's.
+/// Perplexity of the case on python-val.txt (-c n_ctx, n_chunks chunks) within 0.5 % of llama.cpp's.
 void check_perplexity(Backend& backend, const PplCase& c, const std::string& label);
 
 }  // namespace minfer::test

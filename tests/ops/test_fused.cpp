@@ -69,6 +69,7 @@ TEST(OpFused, FfnSwigluSeparateAndAdjacentWeights) {
 struct QkvCase {
   bool adjacent, bias, qk_norm;
   int64_t past;
+  bool scaled = false;  // RoPE with freq_scale, a magnitude and frequency factors (Llama 3 style)
 };
 
 void check_qkv(const QkvCase& c) {
@@ -82,6 +83,8 @@ void check_qkv(const QkvCase& c) {
       for (int64_t i = 0; i < leaf.nelements(); ++i)
         static_cast<int32_t*>(leaf.data)[i] =
             leaf.name == "cells" ? static_cast<int32_t>((5 * i + 3 + c.past) % n_ctx) : static_cast<int32_t>(c.past + i);
+    else if (leaf.name == "rope_freqs")
+      for (int64_t i = 0; i < leaf.nelements(); ++i) static_cast<float*>(leaf.data)[i] = 1.0f + 0.5f * static_cast<float>(i);
     else fill_random(leaf);
   });
   ops::QkvParams p;
@@ -89,7 +92,12 @@ void check_qkv(const QkvCase& c) {
   p.n_head_kv = n_kv;
   p.head_dim = hd;
   p.rope.freq_base = 1e6f;
+  if (c.scaled) {
+    p.rope.freq_scale = 0.5f;
+    p.rope.attn_factor = 1.25f;
+  }
   p.norm_eps = eps;
+  Tensor* rope_freqs = nullptr;
   auto r = run_op(cpu(), [&](Context& ctx) {
     x = ctx.new_tensor(DType::F32, {n_embd, T});
     if (c.adjacent) {
@@ -115,7 +123,8 @@ void check_qkv(const QkvCase& c) {
     cells = ctx.new_tensor(DType::I32, {T}, "cells");
     kc = ctx.new_tensor(DType::F32, {hd, n_kv, n_ctx});
     vc = ctx.new_tensor(DType::F32, {hd, n_kv, n_ctx});
-    return ops::qkv(ctx, x, {wq, wk, wv, bq, bk, bv, qn, kn}, pos, cells, kc, vc, p);
+    if (c.scaled) rope_freqs = ctx.new_tensor(DType::F32, {hd / 2}, "rope_freqs");
+    return ops::qkv(ctx, x, {wq, wk, wv, bq, bk, bv, qn, kn, rope_freqs}, pos, cells, kc, vc, p);
   }, data);
 
   Nd X(*x), WQ(*wq), WK(*wk), WV(*wv);
@@ -135,10 +144,15 @@ void check_qkv(const QkvCase& c) {
       }
       if (rope)
         for (int64_t k = 0; k < hd / 2; ++k) {
-          const double ang = position * std::pow(1e6, -2.0 * k / hd);
+          double theta = std::pow(1e6, -2.0 * k / hd), m = 1;
+          if (c.scaled) {
+            theta *= 0.5 / (1.0 + 0.5 * k);
+            m = 1.25;
+          }
+          const double ang = position * theta;
           const double a = v[k], bb = v[k + hd / 2];
-          v[k] = a * std::cos(ang) - bb * std::sin(ang);
-          v[k + hd / 2] = a * std::sin(ang) + bb * std::cos(ang);
+          v[k] = m * (a * std::cos(ang) - bb * std::sin(ang));
+          v[k + hd / 2] = m * (a * std::sin(ang) + bb * std::cos(ang));
         }
     }
     return y;
@@ -159,7 +173,8 @@ void check_qkv(const QkvCase& c) {
         kv_err = std::max(kv_err, std::abs(VC.at(i, h, cl) - v[static_cast<size_t>(h * hd + i)]));
       }
   }
-  const std::string what = fmt::format("qkv adjacent={} bias={} qk_norm={} past={}", c.adjacent, c.bias, c.qk_norm, c.past);
+  const std::string what =
+      fmt::format("qkv adjacent={} bias={} qk_norm={} past={} scaled={}", c.adjacent, c.bias, c.qk_norm, c.past, c.scaled);
   expect_close(r.values, eq, 1e-10, what + " (q)");
   EXPECT_LT(kv_err, 1e-4) << what << " (kv cache)";
 }
@@ -169,6 +184,7 @@ TEST(OpFused, QkvQwen2AndQwen3Styles) {
     for (int64_t past : {0, 9}) {
       check_qkv({adjacent, true, false, past});   // Qwen2: q/k/v bias
       check_qkv({adjacent, false, true, past});   // Qwen3: q_norm/k_norm
+      check_qkv({adjacent, true, false, past, true});  // scaled RoPE with frequency factors
     }
 }
 
