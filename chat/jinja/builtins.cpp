@@ -1,0 +1,616 @@
+#include "chat/jinja/builtins.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <ctime>
+#include <set>
+
+#include "chat/jinja/interpreter.h"
+#include "chat/jinja/json.h"
+#include "chat/jinja/pystr.h"
+
+namespace minfer::jinja {
+
+Value CallArgs::get(size_t pos, std::string_view name, Value def) const {
+  if (pos < args.size()) return args[pos];
+  for (const auto& [k, v] : kwargs)
+    if (k == name) return v;
+  return def;
+}
+
+bool CallArgs::has(size_t pos, std::string_view name) const {
+  if (pos < args.size()) return true;
+  for (const auto& [k, v] : kwargs)
+    if (k == name) return true;
+  return false;
+}
+
+namespace {
+
+[[noreturn]] void fail(const std::string& what) { throw TemplateError(what); }
+
+std::string need_string(const Value& v, const char* what) {
+  if (!v.is_string()) fail(std::string(what) + " must be a string, not " + v.type_name());
+  return v.str.s;
+}
+
+int64_t need_int(const Value& v, const char* what) {
+  if (!v.is_integer()) fail(std::string(what) + " must be an integer, not " + v.type_name());
+  return v.i;
+}
+
+std::optional<std::string> opt_string(const Value& v, const char* what) {
+  if (v.is_undefined() || v.is_none()) return std::nullopt;
+  return need_string(v, what);
+}
+
+Value text_list(const std::vector<Text>& parts) {
+  List l;
+  for (const Text& t : parts) l.push_back(Value::string(t));
+  return Value::new_list(std::move(l));
+}
+
+// Jinja2's sort key: strings compare case-insensitively unless case_sensitive.
+Value sort_key(const Value& v, bool case_sensitive) {
+  if (!case_sensitive && v.is_string()) return Value::string(pystr::lower(v.str));
+  return v;
+}
+
+// Attribute lookup for filters' `attribute=` ("a.b" and integer parts allowed, as in Jinja2).
+Value attribute_of(Interpreter& in, const Value& v, const std::string& path, int line) {
+  Value cur = v;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = path.find('.', start);
+    const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    const bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
+    cur = numeric ? in.getitem(cur, Value::integer(std::stoll(part)), line) : in.getitem(cur, Value::string(Text(part)), line);
+    if (dot == std::string::npos) return cur;
+    start = dot + 1;
+  }
+}
+
+CallArgs rest_args(const CallArgs& a, size_t from) {
+  CallArgs r;
+  r.line = a.line;
+  for (size_t k = from; k < a.args.size(); ++k) r.args.push_back(a.args[k]);
+  r.kwargs = a.kwargs;
+  return r;
+}
+
+List select_or_reject(Interpreter& in, const Value& seq, CallArgs& a, bool attr, bool select) {
+  List out;
+  std::string attr_name;
+  size_t test_pos = 0;
+  if (attr) {
+    attr_name = need_string(a.get(0, "attribute"), "the attribute name");
+    test_pos = 1;
+  }
+  const bool with_test = a.args.size() > test_pos;
+  const std::string test_name = with_test ? need_string(a.args[test_pos], "the test name") : std::string();
+  if (with_test && !has_test(test_name)) fail("unsupported test '" + test_name + "'");
+  CallArgs targs = rest_args(a, test_pos + 1);
+  targs.kwargs.clear();
+  for (const Value& item : in.iterate(seq, a.line)) {
+    const Value x = attr ? attribute_of(in, item, attr_name, a.line) : item;
+    const bool ok = with_test ? apply_test(in, test_name, x, targs) : x.truthy();
+    if (ok == select) out.push_back(item);
+  }
+  return out;
+}
+
+std::string strftime_now(const std::string& fmt) {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[256];
+  const size_t n = std::strftime(buf, sizeof buf, fmt.c_str(), &tm);
+  return std::string(buf, n);
+}
+
+const std::set<std::string_view>& filter_names() {
+  static const std::set<std::string_view> names = {
+      "abs",   "attr",   "capitalize", "count",  "d",      "default", "dictsort", "first",   "float", "indent",
+      "int",   "items",  "join",       "last",   "length", "list",    "lower",    "map",     "max",   "min",
+      "reject", "rejectattr", "replace", "reverse", "round", "safe", "select", "selectattr", "sort", "string",
+      "sum",   "title",  "tojson",     "trim",   "unique", "upper",   "wordcount"};
+  return names;
+}
+
+const std::set<std::string_view>& test_names() {
+  static const std::set<std::string_view> names = {
+      "boolean", "callable", "defined", "divisibleby", "eq", "equalto", "==", "even", "false", "filter",
+      "float", "ge", ">=", "gt", ">", "greaterthan", "in", "integer", "iterable", "le", "<=", "lower", "lt", "<",
+      "lessthan", "mapping", "ne", "!=", "none", "number", "odd", "sameas", "sequence", "string", "test", "true",
+      "undefined", "upper"};
+  return names;
+}
+
+}  // namespace
+
+bool has_filter(std::string_view name) { return filter_names().count(name) > 0; }
+bool has_test(std::string_view name) { return test_names().count(name) > 0; }
+
+Value apply_filter(Interpreter& in, std::string_view name, const Value& v, CallArgs& a) {
+  const int line = a.line;
+  if (name == "safe") return v;
+  if (name == "string") return Value::string(v.to_text());
+  if (name == "trim") return Value::string(pystr::strip(v.to_text(), opt_string(a.get(0, "chars"), "trim chars"), true, true));
+  if (name == "upper") return Value::string(pystr::upper(v.to_text()));
+  if (name == "lower") return Value::string(pystr::lower(v.to_text()));
+  if (name == "title") return Value::string(pystr::title(v.to_text()));
+  if (name == "capitalize") return Value::string(pystr::capitalize(v.to_text()));
+  if (name == "length" || name == "count") {
+    if (v.is_undefined()) return Value::integer(0);
+    if (v.is_string()) return Value::integer(static_cast<int64_t>(pystr::length(v.str)));
+    if (v.is_list()) return Value::integer(static_cast<int64_t>(v.list->size()));
+    if (v.is_dict()) return Value::integer(static_cast<int64_t>(v.dict->items.size()));
+    fail("object of type '" + v.type_name() + "' has no len()");
+  }
+  if (name == "default" || name == "d") {
+    const bool boolean = a.get(1, "boolean", Value::boolean(false)).truthy();
+    if (v.is_undefined() || (boolean && !v.truthy())) return a.get(0, "default_value", Value::string(Text("")));
+    return v;
+  }
+  if (name == "tojson") {
+    JsonOptions o;
+    const Value indent = a.get(0, "indent", Value::none());
+    if (indent.is_integer()) o.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, indent.i)), ' ');
+    else if (indent.is_string()) o.indent = indent.str.s;
+    else if (!indent.is_none()) fail("indent must be an integer or a string");
+    if (o.indent) o.item_sep = ",";
+    const Value seps = a.get(2, "separators", Value::none());
+    if (seps.is_list() && seps.list->size() == 2) {
+      o.item_sep = need_string((*seps.list)[0], "separators[0]");
+      o.key_sep = need_string((*seps.list)[1], "separators[1]");
+    } else if (!seps.is_none()) {
+      fail("separators must be a pair of strings");
+    }
+    if (a.get(1, "ensure_ascii", Value::boolean(false)).truthy()) fail("unsupported: tojson(ensure_ascii=true)");
+    o.sort_keys = a.get(3, "sort_keys", Value::boolean(false)).truthy();
+    return Value::string(to_json(v, o));
+  }
+  if (name == "items") {
+    if (v.is_undefined()) return Value::new_list();
+    if (!v.is_dict()) fail("items() needs a mapping, got " + v.type_name());
+    List out;
+    for (const auto& [k, x] : v.dict->items) out.push_back(Value::new_list({k, x}, true));
+    return Value::new_list(std::move(out));
+  }
+  if (name == "list") return Value::new_list(in.iterate(v, line));
+  if (name == "first" || name == "last") {
+    const List items = in.iterate(v, line);
+    if (items.empty()) return Value::undefined(std::string("the ") + std::string(name) + " item of an empty sequence");
+    return name == "first" ? items.front() : items.back();
+  }
+  if (name == "join") {
+    const Text sep = a.get(0, "d", Value::string(Text(""))).to_text();
+    const Value attr = a.get(1, "attribute", Value::none());
+    Text out;
+    bool first = true;
+    for (const Value& x : in.iterate(v, line)) {
+      if (!first) out.append(sep);
+      first = false;
+      out.append((attr.is_none() ? x : attribute_of(in, x, need_string(attr, "attribute"), line)).to_text());
+    }
+    return Value::string(std::move(out));
+  }
+  if (name == "replace") {
+    const std::string old = a.get(0, "old").to_text().s;
+    const Text repl = a.get(1, "new").to_text();
+    const Value cnt = a.get(2, "count", Value::none());
+    return Value::string(pystr::replace(v.to_text(), old, repl, cnt.is_none() ? -1 : need_int(cnt, "count")));
+  }
+  if (name == "indent") {
+    const Value w = a.get(0, "width", Value::integer(4));
+    const std::string ind = w.is_string() ? w.str.s : std::string(static_cast<size_t>(std::max<int64_t>(0, need_int(w, "width"))), ' ');
+    const bool first = a.get(1, "first", Value::boolean(false)).truthy();
+    const bool blank = a.get(2, "blank", Value::boolean(false)).truthy();
+    Text s = v.to_text();
+    s.append("\n");  // Jinja2's own quirk, so that splitlines sees a final line
+    const std::vector<Text> lines = pystr::splitlines(s);
+    Text rv;
+    if (blank) {
+      for (size_t k = 0; k < lines.size(); ++k) {
+        if (k) rv.append("\n" + ind);
+        rv.append(lines[k]);
+      }
+    } else if (!lines.empty()) {
+      rv = lines[0];
+      for (size_t k = 1; k < lines.size(); ++k) {
+        rv.append("\n");
+        if (!lines[k].s.empty()) rv.append(ind);
+        rv.append(lines[k]);
+      }
+    }
+    if (first) {
+      Text t(ind);
+      t.append(rv);
+      rv = std::move(t);
+    }
+    return Value::string(std::move(rv));
+  }
+  if (name == "int") {
+    const Value def = a.get(0, "default", Value::integer(0));
+    if (v.is_integer()) return Value::integer(v.i);
+    if (v.kind == Value::Kind::floating) return Value::integer(static_cast<int64_t>(v.f));
+    if (v.is_string()) {
+      try {
+        size_t used = 0;
+        const std::string s = pystr::strip(v.str, std::nullopt, true, true).s;
+        const long long x = std::stoll(s, &used, static_cast<int>(a.get(1, "base", Value::integer(10)).i));
+        if (used == s.size()) return Value::integer(x);
+        const double d = std::stod(s, &used);
+        if (used == s.size()) return Value::integer(static_cast<int64_t>(d));
+      } catch (const std::exception&) {
+      }
+    }
+    return def;
+  }
+  if (name == "float") {
+    const Value def = a.get(0, "default", Value::floating(0));
+    if (v.is_number()) return Value::floating(v.as_double());
+    if (v.is_string()) {
+      try {
+        size_t used = 0;
+        const std::string s = pystr::strip(v.str, std::nullopt, true, true).s;
+        const double d = std::stod(s, &used);
+        if (used == s.size()) return Value::floating(d);
+      } catch (const std::exception&) {
+      }
+    }
+    return def;
+  }
+  if (name == "abs") {
+    if (v.kind == Value::Kind::floating) return Value::floating(std::fabs(v.f));
+    if (v.is_integer()) return Value::integer(v.i < 0 ? -v.i : v.i);
+    fail("bad operand type for abs(): '" + v.type_name() + "'");
+  }
+  if (name == "round") {
+    const int64_t prec = need_int(a.get(0, "precision", Value::integer(0)), "precision");
+    const std::string method = a.get(1, "method", Value::string(Text("common"))).to_text().s;
+    const double m = std::pow(10.0, static_cast<double>(prec));
+    const double x = v.as_double() * m;
+    double r;
+    if (method == "common") r = std::round(x);
+    else if (method == "ceil") r = std::ceil(x);
+    else if (method == "floor") r = std::floor(x);
+    else fail("method must be common, ceil or floor");
+    return Value::floating(r / m);
+  }
+  if (name == "attr") return in.getattr(v, need_string(a.get(0, "name"), "attribute name"), line);
+  if (name == "reverse") {
+    if (v.is_string()) {
+      auto cs = pystr::chars(v.str);
+      Text out;
+      for (auto it = cs.rbegin(); it != cs.rend(); ++it) out.append(*it);
+      return Value::string(std::move(out));
+    }
+    List items = in.iterate(v, line);
+    std::reverse(items.begin(), items.end());
+    return Value::new_list(std::move(items));
+  }
+  if (name == "select" || name == "reject")
+    return Value::new_list(select_or_reject(in, v, a, false, name == "select"));
+  if (name == "selectattr" || name == "rejectattr")
+    return Value::new_list(select_or_reject(in, v, a, true, name == "selectattr"));
+  if (name == "map") {
+    List out;
+    const Value attr = a.get(99, "attribute", Value::undefined());
+    if (!attr.is_undefined()) {
+      const Value def = a.get(99, "default", Value::undefined());
+      for (const Value& x : in.iterate(v, line)) {
+        Value r = attribute_of(in, x, need_string(attr, "attribute"), line);
+        out.push_back(r.is_undefined() && !def.is_undefined() ? def : r);
+      }
+      return Value::new_list(std::move(out));
+    }
+    if (a.args.empty()) fail("map needs a filter name or attribute=");
+    const std::string f = need_string(a.args[0], "the filter name");
+    if (!has_filter(f)) fail("unsupported filter '" + f + "'");
+    CallArgs fa = rest_args(a, 1);
+    for (const Value& x : in.iterate(v, line)) out.push_back(apply_filter(in, f, x, fa));
+    return Value::new_list(std::move(out));
+  }
+  if (name == "sort" || name == "unique" || name == "max" || name == "min") {
+    const bool reverse = name == "sort" && a.get(0, "reverse", Value::boolean(false)).truthy();
+    const bool cs = a.get(name == "sort" ? 1 : 0, "case_sensitive", Value::boolean(false)).truthy();
+    const Value attr = a.get(name == "sort" ? 2 : 1, "attribute", Value::none());
+    List items = in.iterate(v, line);
+    auto key = [&](const Value& x) {
+      return sort_key(attr.is_none() ? x : attribute_of(in, x, need_string(attr, "attribute"), line), cs);
+    };
+    if (name == "unique") {
+      List out, seen;
+      for (const Value& x : items) {
+        const Value k = key(x);
+        if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return equals(s, k); })) {
+          seen.push_back(k);
+          out.push_back(x);
+        }
+      }
+      return Value::new_list(std::move(out));
+    }
+    if (name == "max" || name == "min") {
+      if (items.empty()) return Value::undefined("max/min of an empty sequence");
+      size_t best = 0;
+      for (size_t k = 1; k < items.size(); ++k) {
+        const bool better = name == "max" ? less(key(items[best]), key(items[k])) : less(key(items[k]), key(items[best]));
+        if (better) best = k;
+      }
+      return items[best];
+    }
+    std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) {
+      return reverse ? less(key(y), key(x)) : less(key(x), key(y));
+    });
+    return Value::new_list(std::move(items));
+  }
+  if (name == "dictsort") {
+    if (!v.is_dict()) fail("dictsort needs a mapping");
+    const bool cs = a.get(0, "case_sensitive", Value::boolean(false)).truthy();
+    const std::string by = a.get(1, "by", Value::string(Text("key"))).to_text().s;
+    const bool reverse = a.get(2, "reverse", Value::boolean(false)).truthy();
+    List items;
+    for (const auto& [k, x] : v.dict->items) items.push_back(Value::new_list({k, x}, true));
+    const size_t idx = by == "value" ? 1 : 0;
+    std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) {
+      const Value kx = sort_key((*x.list)[idx], cs), ky = sort_key((*y.list)[idx], cs);
+      return reverse ? less(ky, kx) : less(kx, ky);
+    });
+    return Value::new_list(std::move(items));
+  }
+  if (name == "sum") {
+    const Value attr = a.get(0, "attribute", Value::none());
+    Value total = a.get(1, "start", Value::integer(0));
+    for (const Value& x : in.iterate(v, line)) {
+      const Value y = attr.is_none() ? x : attribute_of(in, x, need_string(attr, "attribute"), line);
+      if (!y.is_number() || !total.is_number()) fail("sum needs numbers");
+      total = total.is_integer() && y.is_integer() ? Value::integer(total.i + y.i) : Value::floating(total.as_double() + y.as_double());
+    }
+    return total;
+  }
+  if (name == "wordcount") return Value::integer(static_cast<int64_t>(pystr::split(v.to_text(), std::nullopt, -1).size()));
+  fail("unsupported filter '" + std::string(name) + "'");
+}
+
+bool apply_test(Interpreter& in, std::string_view name, const Value& v, CallArgs& a) {
+  using K = Value::Kind;
+  auto arg = [&]() {
+    if (a.args.empty()) fail("test '" + std::string(name) + "' needs an argument");
+    return a.args[0];
+  };
+  if (name == "defined") return !v.is_undefined();
+  if (name == "undefined") return v.is_undefined();
+  if (name == "none") return v.is_none();
+  if (name == "boolean") return v.kind == K::boolean;
+  if (name == "true") return v.kind == K::boolean && v.b;
+  if (name == "false") return v.kind == K::boolean && !v.b;
+  if (name == "integer") return v.kind == K::integer;
+  if (name == "float") return v.kind == K::floating;
+  if (name == "number") return v.is_number();
+  if (name == "string") return v.is_string();
+  if (name == "mapping") return v.is_dict();
+  // Jinja2's default Undefined iterates as empty and has a length, so it passes both.
+  if (name == "iterable") return v.is_list() || v.is_dict() || v.is_string() || v.is_undefined();
+  if (name == "sequence") return v.is_list() || v.is_dict() || v.is_string() || v.is_undefined();
+  if (name == "callable") return v.is_callable();
+  if (name == "lower") return v.is_string() && pystr::lower(v.str).s == v.str.s && pystr::upper(v.str).s != v.str.s;
+  if (name == "upper") return v.is_string() && pystr::upper(v.str).s == v.str.s && pystr::lower(v.str).s != v.str.s;
+  if (name == "even" || name == "odd") {
+    const int64_t x = need_int(v, "the value");
+    return (x % 2 == 0) == (name == "even");
+  }
+  if (name == "divisibleby") {
+    const int64_t d = need_int(arg(), "the divisor");
+    if (d == 0) fail("integer division or modulo by zero");
+    return need_int(v, "the value") % d == 0;
+  }
+  if (name == "eq" || name == "equalto" || name == "==") return equals(v, arg());
+  if (name == "ne" || name == "!=") return !equals(v, arg());
+  if (name == "lt" || name == "<" || name == "lessthan") return less(v, arg());
+  if (name == "gt" || name == ">" || name == "greaterthan") return less(arg(), v);
+  if (name == "le" || name == "<=") return !less(arg(), v);
+  if (name == "ge" || name == ">=") return !less(v, arg());
+  if (name == "sameas") {
+    const Value o = arg();
+    if (v.kind != o.kind) return false;
+    switch (v.kind) {
+      case K::none:
+      case K::undefined: return v.kind == K::none;
+      case K::boolean: return v.b == o.b;
+      case K::list: return v.list == o.list;
+      case K::dict:
+      case K::ns: return v.dict == o.dict;
+      case K::function: return v.fn == o.fn;
+      default: return equals(v, o);  // small ints and interned strings are identical in CPython
+    }
+  }
+  if (name == "in") {
+    const Value c = arg();
+    if (c.is_string()) return v.is_string() && c.str.s.find(v.str.s) != std::string::npos;
+    if (c.is_list()) return std::any_of(c.list->begin(), c.list->end(), [&](const Value& x) { return equals(x, v); });
+    if (c.is_dict()) return c.dict->find(v) != nullptr;
+    fail("test 'in' needs a container");
+  }
+  if (name == "filter") return v.is_string() && has_filter(v.str.s);
+  if (name == "test") return v.is_string() && has_test(v.str.s);
+  (void)in;
+  fail("unsupported test '" + std::string(name) + "'");
+}
+
+namespace {
+
+Value method(Value self, Function f) {
+  (void)self;
+  return Value::function(std::move(f));
+}
+
+bool prefix_match(const Value& self, const Value& arg, bool suffix) {
+  auto one = [&](const Value& p) {
+    const std::string s = need_string(p, suffix ? "endswith's argument" : "startswith's argument");
+    return suffix ? self.str.s.ends_with(s) : self.str.s.starts_with(s);
+  };
+  if (arg.is_list()) return std::any_of(arg.list->begin(), arg.list->end(), one);
+  return one(arg);
+}
+
+Value string_method(const Value& self, std::string_view name) {
+  const std::string n(name);
+  if (n == "startswith" || n == "endswith")
+    return method(self, [self, n](Interpreter&, CallArgs& a) { return Value::boolean(prefix_match(self, a.get(0, "prefix"), n == "endswith")); });
+  if (n == "strip" || n == "lstrip" || n == "rstrip")
+    return method(self, [self, n](Interpreter&, CallArgs& a) {
+      return Value::string(pystr::strip(self.str, opt_string(a.get(0, "chars"), "chars"), n != "rstrip", n != "lstrip"));
+    });
+  if (n == "split" || n == "rsplit")
+    return method(self, [self, n](Interpreter&, CallArgs& a) {
+      const Value mx = a.get(1, "maxsplit", Value::integer(-1));
+      return text_list(pystr::split(self.str, opt_string(a.get(0, "sep"), "sep"), need_int(mx, "maxsplit"), n == "rsplit"));
+    });
+  if (n == "splitlines") return method(self, [self](Interpreter&, CallArgs&) { return text_list(pystr::splitlines(self.str)); });
+  if (n == "upper") return method(self, [self](Interpreter&, CallArgs&) { return Value::string(pystr::upper(self.str)); });
+  if (n == "lower") return method(self, [self](Interpreter&, CallArgs&) { return Value::string(pystr::lower(self.str)); });
+  if (n == "title") return method(self, [self](Interpreter&, CallArgs&) { return Value::string(pystr::title(self.str)); });
+  if (n == "capitalize") return method(self, [self](Interpreter&, CallArgs&) { return Value::string(pystr::capitalize(self.str)); });
+  if (n == "replace")
+    return method(self, [self](Interpreter&, CallArgs& a) {
+      const Value cnt = a.get(2, "count", Value::integer(-1));
+      return Value::string(pystr::replace(self.str, need_string(a.get(0, "old"), "old"), a.get(1, "new").to_text(), need_int(cnt, "count")));
+    });
+  if (n == "find" || n == "rfind" || n == "index" || n == "rindex")
+    return method(self, [self, n](Interpreter&, CallArgs& a) {
+      const int64_t at = pystr::find(self.str, need_string(a.get(0, "sub"), "sub"), n[0] == 'r');
+      if (at < 0 && (n == "index" || n == "rindex")) fail("substring not found");
+      return Value::integer(at);
+    });
+  if (n == "count")
+    return method(self, [self](Interpreter&, CallArgs& a) { return Value::integer(pystr::count(self.str, need_string(a.get(0, "sub"), "sub"))); });
+  if (n == "join")
+    return method(self, [self](Interpreter& in, CallArgs& a) {
+      Text out;
+      bool first = true;
+      for (const Value& x : in.iterate(a.get(0, "iterable"), a.line)) {
+        if (!first) out.append(self.str);
+        first = false;
+        if (!x.is_string()) fail("sequence item: expected str instance, " + x.type_name() + " found");
+        out.append(x.str);
+      }
+      return Value::string(std::move(out));
+    });
+  if (n == "removeprefix" || n == "removesuffix")
+    return method(self, [self, n](Interpreter&, CallArgs& a) {
+      const std::string p = need_string(a.get(0, "prefix"), "affix");
+      if (n == "removeprefix" && self.str.s.starts_with(p)) return Value::string(self.str.substr(p.size()));
+      if (n == "removesuffix" && !p.empty() && self.str.s.ends_with(p))
+        return Value::string(self.str.substr(0, self.str.s.size() - p.size()));
+      return self;
+    });
+  if (n == "isspace") return method(self, [self](Interpreter&, CallArgs&) { return Value::boolean(pystr::isspace(self.str)); });
+  if (n == "isdigit" || n == "isalpha" || n == "isalnum" || n == "isupper" || n == "islower")
+    return method(self, [self, n](Interpreter&, CallArgs&) {
+      const std::string& s = self.str.s;
+      if (s.empty()) return Value::boolean(false);
+      if (n == "isupper" || n == "islower") {
+        const bool up = pystr::upper(self.str).s == s, low = pystr::lower(self.str).s == s;
+        return Value::boolean(n == "isupper" ? up && !low : low && !up);
+      }
+      for (unsigned char c : s) {
+        if (c >= 0x80) fail("unsupported: str." + n + "() on non-ASCII text");
+        const bool ok = n == "isdigit" ? std::isdigit(c) : n == "isalpha" ? std::isalpha(c) : std::isalnum(c);
+        if (!ok) return Value::boolean(false);
+      }
+      return Value::boolean(true);
+    });
+  return Value::undefined(n);
+}
+
+}  // namespace
+
+Value bound_method(const Value& obj, std::string_view name) {
+  static const std::set<std::string_view> mutators = {"append", "extend", "insert", "pop", "remove", "clear", "sort",
+                                                       "reverse", "update", "setdefault", "popitem"};
+  if ((obj.is_list() || obj.is_dict()) && mutators.count(name)) {
+    const std::string n(name);
+    return Value::function([n](Interpreter&, CallArgs&) -> Value {
+      fail("unsupported: ." + n + "() (templates cannot modify lists or dicts, as in Hugging Face's sandbox)");
+    });
+  }
+  if (obj.is_string()) return string_method(obj, name);
+  if (obj.is_dict()) {
+    const Value self = obj;
+    if (name == "items")
+      return method(self, [self](Interpreter& in, CallArgs& a) { return apply_filter(in, "items", self, a); });
+    if (name == "keys")
+      return method(self, [self](Interpreter& in, CallArgs& a) { return Value::new_list(in.iterate(self, a.line)); });
+    if (name == "values")
+      return method(self, [self](Interpreter&, CallArgs&) {
+        List out;
+        for (const auto& [k, v] : self.dict->items) out.push_back(v);
+        return Value::new_list(std::move(out));
+      });
+    if (name == "get")
+      return method(self, [self](Interpreter&, CallArgs& a) {
+        const Value* v = self.dict->find(a.get(0, "key"));
+        return v ? *v : a.get(1, "default", Value::none());
+      });
+  }
+  if (obj.is_list()) {
+    const Value self = obj;
+    if (name == "index")
+      return method(self, [self](Interpreter&, CallArgs& a) {
+        const Value x = a.get(0, "value");
+        for (size_t k = 0; k < self.list->size(); ++k)
+          if (equals((*self.list)[k], x)) return Value::integer(static_cast<int64_t>(k));
+        fail(x.repr().s + " is not in list");
+      });
+    if (name == "count")
+      return method(self, [self](Interpreter&, CallArgs& a) {
+        const Value x = a.get(0, "value");
+        return Value::integer(std::count_if(self.list->begin(), self.list->end(), [&](const Value& y) { return equals(x, y); }));
+      });
+  }
+  return Value::undefined(std::string(name));
+}
+
+Value global_function(std::string_view name) {
+  if (name == "range")
+    return Value::function([](Interpreter&, CallArgs& a) {
+      if (a.args.empty() || a.args.size() > 3) fail("range expects 1 to 3 integer arguments");
+      int64_t start = 0, stop, step = 1;
+      if (a.args.size() == 1) stop = need_int(a.args[0], "range's stop");
+      else {
+        start = need_int(a.args[0], "range's start");
+        stop = need_int(a.args[1], "range's stop");
+        if (a.args.size() == 3) step = need_int(a.args[2], "range's step");
+      }
+      if (step == 0) fail("range() arg 3 must not be zero");
+      List out;
+      for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) {
+        out.push_back(Value::integer(k));
+        if (out.size() > 100000) fail("range is too long (over 100000 items)");
+      }
+      return Value::new_list(std::move(out));
+    });
+  if (name == "namespace" || name == "dict")
+    return Value::function([name](Interpreter&, CallArgs& a) {
+      Value ns = name == "namespace" ? Value::new_namespace() : Value::new_dict();
+      for (const Value& init : a.args) {
+        if (!init.is_dict()) fail(std::string(name) + "() takes keyword arguments or a dict");
+        for (const auto& [k, v] : init.dict->items) ns.dict->set(k, v);
+      }
+      for (const auto& [k, v] : a.kwargs) ns.dict->set(k, v);
+      return ns;
+    });
+  if (name == "raise_exception")
+    return Value::function([](Interpreter&, CallArgs& a) -> Value {
+      fail("raise_exception: " + a.get(0, "message").to_text().s);
+    });
+  if (name == "strftime_now")
+    return Value::function([](Interpreter&, CallArgs& a) {
+      return Value::string(Text(strftime_now(need_string(a.get(0, "format"), "the format"))));
+    });
+  return Value::undefined(std::string(name));
+}
+
+}  // namespace minfer::jinja
