@@ -139,7 +139,20 @@ Value apply_filter(Interpreter& in, std::string_view name, const Value& v, CallA
   if (name == "trim") return Value::string(pystr::strip(v.to_text(), opt_string(a.get(0, "chars"), "trim chars"), true, true));
   if (name == "upper") return Value::string(pystr::upper(v.to_text()));
   if (name == "lower") return Value::string(pystr::lower(v.to_text()));
-  if (name == "title") return Value::string(pystr::title(v.to_text()));
+  if (name == "title") {
+    // Jinja2's do_title: words begin after whitespace, '-', '(', '{', '[' or '<'; each word's
+    // first character is uppercased and the rest lowercased (not Python's str.title).
+    const Text t = v.to_text();
+    const auto cs = pystr::chars(t);
+    Text out;
+    bool start = true;
+    for (const Text& c : cs) {
+      const bool sep = c.s == "-" || c.s == "(" || c.s == "{" || c.s == "[" || c.s == "<" || pystr::isspace(c);
+      out.append(sep ? c : start ? pystr::upper(c) : pystr::lower(c));
+      start = sep;
+    }
+    return Value::string(std::move(out));
+  }
   if (name == "capitalize") return Value::string(pystr::capitalize(v.to_text()));
   if (name == "length" || name == "count") {
     if (v.is_undefined()) return Value::integer(0);
@@ -273,13 +286,17 @@ Value apply_filter(Interpreter& in, std::string_view name, const Value& v, CallA
     const double m = std::pow(10.0, static_cast<double>(prec));
     const double x = v.as_double() * m;
     double r;
-    if (method == "common") r = std::round(x);
+    if (method == "common") r = std::nearbyint(x);  // Python's round(): halves to even
     else if (method == "ceil") r = std::ceil(x);
     else if (method == "floor") r = std::floor(x);
     else fail("method must be common, ceil or floor");
     return Value::floating(r / m);
   }
-  if (name == "attr") return in.getattr(v, need_string(a.get(0, "name"), "attribute name"), line);
+  if (name == "attr") {  // Python getattr only: a dict's keys are not attributes
+    const std::string n = need_string(a.get(0, "name"), "attribute name");
+    if (v.is_dict()) return bound_method(v, n);
+    return in.getattr(v, n, line);
+  }
   if (name == "reverse") {
     if (v.is_string()) {
       auto cs = pystr::chars(v.str);

@@ -197,6 +197,9 @@ std::vector<Token> lex_tag(std::string_view src, size_t& pos, char close, int& l
 }  // namespace
 
 std::vector<Piece> lex(std::string_view src, const LexOptions& opt) {
+  // Jinja2 drops one trailing newline of the source (keep_trailing_newline=False).
+  if (src.ends_with("\r\n")) src.remove_suffix(2);
+  else if (src.ends_with("\n")) src.remove_suffix(1);
   std::vector<Piece> out;
   size_t pos = 0;
   int line = 1;

@@ -70,7 +70,7 @@ class ExprParser {
     t->items.push_back(std::move(first));
     while (is_op(",")) {
       next();
-      if (at_end()) break;
+      if (at_end() || is_op(")") || is_op("=")) break;  // trailing comma: (1,)
       t->items.push_back(expression());
     }
     return t;

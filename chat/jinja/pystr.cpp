@@ -227,8 +227,33 @@ Text replace(const Text& t, const std::string& old, const Text& repl, int64_t co
   return out;
 }
 
+// Python's str.upper/lower use the full case mappings of SpecialCasing.txt; these are its
+// unconditional ones for Latin text (ß -> SS, the ﬀ..ﬆ ligatures, İ -> i̇). Other characters take
+// their simple mapping (utf8proc).
+const char* special_upper(char32_t c) {
+  switch (c) {
+    case 0xDF: return "SS";
+    case 0xFB00: return "FF";
+    case 0xFB01: return "FI";
+    case 0xFB02: return "FL";
+    case 0xFB03: return "FFI";
+    case 0xFB04: return "FFL";
+    case 0xFB05:
+    case 0xFB06: return "ST";
+    case 0x149: return "\u02bcN";
+    default: return nullptr;
+  }
+}
+
 Text upper(const Text& t) {
-  return map_chars(t, [](char32_t c, size_t, const auto&) { return static_cast<char32_t>(utf8proc_toupper(static_cast<utf8proc_int32_t>(c))); });
+  Text out;
+  for (const Char& c : scan(t.s)) {
+    const bool taint = t.tainted_at(c.pos);
+    if (const char* sp = special_upper(c.cp)) out.append_tainted(sp, taint);
+    else if (c.len == 1 && c.cp >= 0x80) out.append_tainted(t.s.substr(c.pos, 1), taint);
+    else out.append_tainted(encode(static_cast<char32_t>(utf8proc_toupper(static_cast<utf8proc_int32_t>(c.cp)))), taint);
+  }
+  return out;
 }
 
 Text lower(const Text& t) {

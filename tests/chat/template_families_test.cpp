@@ -35,7 +35,10 @@ const Family kFamilies[] = {
 
 std::string template_source(const Family& f) {
   if (!*f.file) return chat::ChatTemplate::chatml_source();
-  return read_text_file(std::filesystem::path(MINFER_CHAT_TEST_DATA) / "templates" / f.file);
+  // MINFER_CHAT_TEMPLATES points the test at another folder of templates with the same names.
+  const char* dir = std::getenv("MINFER_CHAT_TEMPLATES");
+  return read_text_file(dir && *dir ? std::filesystem::path(dir) / f.file
+                                    : std::filesystem::path(MINFER_CHAT_TEST_DATA) / "templates" / f.file);
 }
 
 // Our rendering of one variable set, through the same ChatTemplate the programs use.
