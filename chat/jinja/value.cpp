@@ -19,12 +19,10 @@ bool Text::any_tainted() const {
 }
 
 void Text::append(const Text& o) {
-  if (!o.taint.empty() && taint.empty()) taint.assign(s.size(), 0);
+  if (o.taint.empty()) return append(std::string_view(o.s));
+  taint.resize(s.size(), 0);  // materialize this side's (clean) mask first
   s += o.s;
-  if (!taint.empty()) {
-    if (o.taint.empty()) taint.resize(s.size(), 0);
-    else taint.insert(taint.end(), o.taint.begin(), o.taint.end());
-  }
+  taint.insert(taint.end(), o.taint.begin(), o.taint.end());
 }
 
 void Text::append(std::string_view clean) {
@@ -34,7 +32,7 @@ void Text::append(std::string_view clean) {
 
 void Text::append_tainted(std::string_view str, bool tainted) {
   if (!tainted) return append(str);
-  if (taint.empty()) taint.assign(s.size(), 0);
+  taint.resize(s.size(), 0);
   s += str;
   taint.resize(s.size(), 1);
 }

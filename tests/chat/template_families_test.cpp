@@ -71,7 +71,7 @@ TEST_P(TemplateFamily, RendersLikeJinja2OnRandomConversations) {
   const std::string src = template_source(f);
   const chat::ChatTemplate t(src, f.bos, f.eos, f.name);
   std::vector<ojson> cases;
-  for (int k = 0; k < 60; ++k) cases.push_back(random_conversation(f.shape, rng, f.bos, f.eos));
+  for (int k = 0; k < 100; ++k) cases.push_back(random_conversation(f.shape, rng, f.bos, f.eos));
   const auto want = oracle_render(src, cases);
   ASSERT_EQ(want.size(), cases.size());
   int rendered = 0, refused = 0;
