@@ -109,7 +109,13 @@ int32_t Tokenizer::match_special(std::string_view text, size_t pos, std::span<co
 void Tokenizer::encode_text(std::string_view text, std::vector<int32_t>& out) const {
   if (text.empty()) return;
   if (!nfc_) {
-    for (std::string_view word : pre_.split(text)) bpe_.encode_word(word, out);
+    // Llama 3 (HF "ignore_merges": true, llama.cpp's LLAMA3 pre-type): a word that is itself a
+    // token is emitted whole; merges could otherwise reach a different split.
+    for (std::string_view word : pre_.split(text)) {
+      const int32_t id = token_to_id_.find(byte_level_encode(word), vocab_.tokens);
+      if (id >= 0 && is_bpe(vocab_.token_types[id])) out.push_back(id);
+      else bpe_.encode_word(word, out);
+    }
     return;
   }
   const std::string norm = nfc_normalize(text);

@@ -13,7 +13,8 @@
 //      therefore does not round-trip byte for byte: decode(encode(s)) == NFC(s). Llama 3 has no
 //      normalizer.
 //   3. Pre-tokenization with the vocabulary's regex (tokenizer/pretokenizer.h).
-//   4. Byte-level BPE of each piece (tokenizer/bpe.h).
+//   4. Byte-level BPE of each piece (tokenizer/bpe.h); Llama 3 first takes a piece that is a token
+//      of its own whole (HF "ignore_merges").
 //   Text that is not well-formed UTF-8 is rejected with std::invalid_argument.
 //
 // decode(ids): concatenation of token_to_piece(id). The result is raw bytes and may end inside a
@@ -121,7 +122,7 @@ class Tokenizer {
   std::vector<int32_t> special_by_byte_[256];  ///< special ids by first byte, longest first
   std::vector<int32_t> eog_ids_;
   int32_t eot_id_ = -1;
-  bool nfc_ = true;  ///< the pre-tokenizer's normalizer (Qwen2: NFC; Llama 3: none)
+  bool nfc_ = true;  ///< Qwen2: NFC normalizer; false = Llama 3: no normalizer, ignore_merges
 };
 
 }  // namespace minfer::tokenizer

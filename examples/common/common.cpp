@@ -21,7 +21,35 @@ void add_model_flags(CLI::App& app, ModelArgs& a) {
   app.add_option("-b,--batch-size", a.n_batch, "max tokens per forward pass")->check(CLI::PositiveNumber);
   app.add_option("-t,--threads", a.threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
   app.add_option("--device", a.device, "cpu, cuda, cuda:N or auto (cuda when a GPU is present)");
-  app.add_option("--cache-type", a.kv_type, "KV cache dtype: f16, f32 or q8_0");
+  app.add_option("--n-gpu-layers,--gpu-layers", a.n_gpu_layers,
+                 "-ngl N, llama.cpp's layer offload: 0 runs on the CPU, any other value puts every layer on the GPU "
+                 "(same as --device auto); minfer does not split a model between CPU and GPU")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--cache-type", a.kv_type, "KV cache dtype: f16, f32 or q8_0")
+      ->check(CLI::IsMember({"f16", "f32", "q8_0"}));
+}
+
+LlamaArgs::LlamaArgs(int argc, char** argv) : args(argv, argv + argc) {
+  static const std::pair<const char*, const char*> kLong[] = {{"-ngl", "--n-gpu-layers"}, {"-md", "--md"}};
+  for (size_t i = 1; i < args.size(); ++i) {
+    for (const auto& [short_name, long_name] : kLong) {
+      const std::string s = short_name;
+      if (args[i] == s) args[i] = long_name;
+      else if (args[i].rfind(s + "=", 0) == 0) args[i] = long_name + args[i].substr(s.size());
+    }
+  }
+  for (auto& a : args) ptrs.push_back(a.data());
+}
+
+std::string resolve_device(const ModelArgs& a) {
+  if (a.n_gpu_layers < 0) return a.device;
+  if (a.n_gpu_layers == 0) {
+    if (a.device != "auto" && a.device != "cpu")
+      throw std::invalid_argument(fmt::format("-ngl 0 (CPU) contradicts --device {}", a.device));
+    return "cpu";
+  }
+  if (a.device == "cpu") throw std::invalid_argument(fmt::format("-ngl {} (GPU) contradicts --device cpu", a.n_gpu_layers));
+  return a.device;
 }
 
 void add_sampling_flags(CLI::App& app, SamplerParams& p) {
@@ -73,7 +101,7 @@ Loaded load_model(const ModelArgs& a) {
   Loaded l;
   l.file = open_model_file(path, "model");
   l.tok.emplace(tokenizer::Tokenizer::from_gguf(*l.file));
-  l.backend = create_backend(a.device, a.threads);
+  l.backend = create_backend(resolve_device(a), a.threads);
   l.model = models::load(l.file, *l.backend);
   if (a.n_ctx > l.model->hparams().n_ctx_train)
     std::fprintf(stderr, "warning: -c %d exceeds the context the model was trained with (%d); quality will drop past it\n",
