@@ -8,7 +8,7 @@
 //   tokenizer.ggml.merges       string array, required for gpt2
 //   tokenizer.ggml.bos_token_id / eos_token_id / padding_token_id / eot_token_id / eom_token_id
 //                               u32, optional
-//   tokenizer.ggml.add_bos_token bool, optional (false)
+//   tokenizer.ggml.add_bos_token bool, optional (absent: true for llama-bpe, else false, as llama.cpp)
 //   tokenizer.chat_template     string, optional
 //   general.architecture        string, optional (kept for chat style selection)
 #pragma once

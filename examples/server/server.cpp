@@ -176,9 +176,14 @@ json Server::complete(const json& req, bool chat) {
   json choice = {{"index", 0}, {"finish_reason", finish_reason(r)}};
   if (chat) choice["message"] = {{"role", "assistant"}, {"content", r.text}};
   else choice["text"] = r.text;
-  return {{"id", new_id(chat ? "chatcmpl" : "cmpl")}, {"object", chat ? "chat.completion" : "text_completion"},
-          {"created", now_s()}, {"model", params_.model_name}, {"choices", json::array({choice})}, {"usage", usage},
-          {"timings", {{"prefill_tok_s", r.prefill_tok_s()}, {"decode_tok_s", r.decode_tok_s()}}}};
+  json out = {{"id", new_id(chat ? "chatcmpl" : "cmpl")}, {"object", chat ? "chat.completion" : "text_completion"},
+              {"created", now_s()}, {"model", params_.model_name}, {"choices", json::array({choice})}, {"usage", usage},
+              {"timings", {{"prefill_tok_s", r.prefill_tok_s()}, {"decode_tok_s", r.decode_tok_s()}}}};
+  if (field(req, "return_tokens", false)) {  // llama-server's "tokens", plus the prompt's ids
+    out["tokens"] = r.ids;
+    out["prompt_ids"] = r.prompt_ids;
+  }
+  return out;
 }
 
 void Server::install(httplib::Server& http) {

@@ -9,6 +9,7 @@
 // (and "tools", "enable_thinking", "chat_template_kwargs") with the model's chat template, and
 // nothing in a message ever becomes a special token (chat/tokenize_chat.h). Text never ends in
 // U+FFFD, streamed or not; stop strings are not included (runtime/token_sink.h).
+// "return_tokens": true adds "tokens" (the generated ids, as llama-server) and "prompt_ids".
 #pragma once
 
 #include <httplib.h>
