@@ -19,6 +19,9 @@ namespace {
 const std::string gen = MINFER_GENERATE_BIN;
 const std::string tokenize = MINFER_TOKENIZE_BIN;
 const std::string chat_bin = MINFER_CHAT_BIN;
+const std::string ppl_bin = MINFER_PERPLEXITY_BIN;
+const std::string mkmodel = MINFER_MKMODEL_BIN;
+const std::string bench = MINFER_BENCH_BIN;
 
 std::string q(const std::string& s) {  // shell quoting
   std::string out = "'";
@@ -202,6 +205,35 @@ TEST(CliChat, CommandsAndContextShift) {
   for (size_t at = r.out.find(" tok/s"); at != std::string::npos; at = r.out.find(" tok/s", at + 1)) ++answered;
   EXPECT_EQ(answered, 8u) << r.out;
   EXPECT_EQ(r.out.find("/reset to start over"), std::string::npos) << r.out;
+}
+
+TEST(CliSmallOnes, PerplexityContextZeroAndNonFiniteResult) {
+  const auto text = fixture("text/python-val.txt");
+  if (text.empty()) GTEST_SKIP() << "fixtures not found under " << fixtures_dir();
+  // -c 0 is the model's context, as the help says.
+  auto r = run(ppl_bin + " -f " + q(text.string()) + " -c 0 --chunks 1 --device cpu");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("PPL = "), std::string::npos) << r.out;
+  // Weights so large that the logits overflow: the perplexity is NaN, which is an error.
+  const auto bad = std::filesystem::temp_directory_path() / "minfer_nan_model.gguf";
+  r = run(mkmodel + " --arch qwen3 --n-embd 32 --n-layer 1 --n-head 2 --n-head-kv 1 --n-ff 64 --n-vocab 300 --type f16"
+          " --stddev 1e6 -q -o " + q(bad.string()));
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = run(ppl_bin + " -m " + q(bad.string()) + " -f " + q(text.string()) + " -c 64 --chunks 2 --device cpu");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("error: perplexity is"), std::string::npos) << r.out;
+}
+
+TEST(CliSmallOnes, BenchJsonCountsAreIntegers) {
+  const auto r = run_stdout(bench + " -p 8 -n 2 -r 1 -o json --device cpu");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_FALSE(j.empty());
+  for (const auto& row : j) {
+    EXPECT_TRUE(row.at("params").is_number_integer()) << row;
+    EXPECT_TRUE(row.at("size_bytes").is_number_integer()) << row;
+    EXPECT_TRUE(row.at("n").is_number_integer()) << row;
+  }
 }
 
 }  // namespace
