@@ -387,6 +387,9 @@ Value Interpreter::binary(const Expr& e) {
   if (op == "*") {
     if ((a.is_string() || a.is_list()) && b.is_integer()) {
       const Value& seq = a;
+      const size_t unit = seq.is_string() ? seq.str.s.size() : seq.list->size();
+      if (b.i > 0 && unit > 0 && static_cast<uint64_t>(b.i) > (uint64_t{1} << 24) / unit)
+        fail(e.line, "repetition '*' " + std::to_string(b.i) + " makes a value over 16 M items");
       Value r = seq.is_string() ? Value::string(Text()) : Value::new_list({}, seq.is_tuple);
       for (int64_t k = 0; k < b.i; ++k) {
         if (seq.is_string()) r.str.append(seq.str);

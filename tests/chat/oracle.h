@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -19,6 +20,17 @@ struct OracleResult {
   std::string text;   ///< the rendering when ok
   std::string error;  ///< jinja2's exception otherwise
 };
+
+/// Today's local date, as strftime_now("%Y-%m-%d") renders it: templates that print the date
+/// can only be compared when it did not change between the two renderings.
+inline std::string today() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
+  return buf;
+}
 
 inline bool oracle_available() {
   static const bool ok = std::system("python3 -c 'import jinja2' >/dev/null 2>&1") == 0;
