@@ -14,7 +14,8 @@ using ojson = nlohmann::ordered_json;
 
 enum class Shape {
   any_roles,    ///< system/user/assistant/tool in any order, tool calls, reasoning (ChatML, Llama, DeepSeek)
-  alternating,  ///< optional system, then user/assistant alternating (Gemma, Mistral); sometimes broken
+  alternating,  ///< optional system, then user/assistant alternating (Mistral); sometimes broken
+  alternating_parts,  ///< the same, some contents as OpenAI content parts (Gemma)
   harmony,      ///< gpt-oss: developer/system first, thinking, tool calls followed by tool results
 };
 
@@ -81,7 +82,8 @@ inline ojson random_conversation(Shape shape, std::mt19937_64& rng, const std::s
   auto content = [&] { return content_pool()[pick(content_pool().size())]; };
   ojson msgs = ojson::array();
   ojson vars;
-  const bool tools = shape != Shape::alternating && chance(0.35);
+  const bool alternating = shape == Shape::alternating || shape == Shape::alternating_parts;
+  const bool tools = !alternating && chance(0.35);
   auto tool_call_msg = [&](bool null_content) {
     ojson m = {{"role", "assistant"}, {"content", null_content ? ojson(nullptr) : ojson(content())}};
     ojson calls = ojson::array();
@@ -112,13 +114,20 @@ inline ojson random_conversation(Shape shape, std::mt19937_64& rng, const std::s
         msgs.push_back({{"role", chance(0.8) ? "user" : "system"}, {"content", content()}});
       }
     }
-  } else if (shape == Shape::alternating) {
+  } else if (alternating) {
     if (chance(0.4)) msgs.push_back({{"role", "system"}, {"content", content()}});
     const bool broken = chance(0.15);
     for (size_t k = 0; k < n; ++k) {
       std::string role = k % 2 == 0 ? "user" : "assistant";
       if (broken && k == n - 1) role = chance(0.5) ? "system" : (role == "user" ? "assistant" : "user");
-      msgs.push_back({{"role", role}, {"content", content()}});
+      if (shape == Shape::alternating_parts && chance(0.2)) {  // OpenAI content parts (Gemma renders text parts and image markers)
+        ojson parts = {{{"type", "text"}, {"text", content()}}};
+        if (chance(0.5)) parts.push_back({{"type", "image"}});
+        parts.push_back({{"type", "text"}, {"text", content()}});
+        msgs.push_back({{"role", role}, {"content", parts}});
+      } else {
+        msgs.push_back({{"role", role}, {"content", content()}});
+      }
     }
   } else {
     if (chance(0.5)) msgs.push_back({{"role", chance(0.5) ? "developer" : "system"}, {"content", content()}});

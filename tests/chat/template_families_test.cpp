@@ -26,7 +26,7 @@ const Family kFamilies[] = {
     {"Qwen3", "qwen3.jinja", "", "<|im_end|>", Shape::any_roles},
     {"Llama3", "llama3.jinja", "<|begin_of_text|>", "<|eot_id|>", Shape::any_roles},
     {"Llama3.1", "llama3.1.jinja", "<|begin_of_text|>", "<|eot_id|>", Shape::any_roles},
-    {"Gemma3", "gemma3.jinja", "<bos>", "<end_of_turn>", Shape::alternating},
+    {"Gemma3", "gemma3.jinja", "<bos>", "<end_of_turn>", Shape::alternating_parts},
     {"DeepSeekV3", "deepseek-v3.jinja", "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", Shape::any_roles},
     {"Mistral", "mistral-instruct.jinja", "<s>", "</s>", Shape::alternating},
     {"GptOss", "gpt-oss-harmony.jinja", "<|startoftext|>", "<|return|>", Shape::harmony},
