@@ -1,7 +1,7 @@
-// The built-in filters, tests, global functions and methods of Python values that templates
-// call, with Jinja2 / Python semantics. Names not listed here are unsupported: the parser
-// rejects unknown filters and tests up front; an unknown method or global is an error when
-// called.
+// The built-in filters (filters.cpp), tests (tests.cpp), methods of Python values (methods.cpp)
+// and global functions (globals.cpp) that templates call, with Jinja2 / Python semantics. Names
+// not listed in builtins.cpp are unsupported: the parser rejects unknown filters and tests up
+// front; an unknown method or global is an error when called.
 #pragma once
 
 #include <string>
