@@ -64,10 +64,10 @@ TEST(CliPrompts, RefsPromptsGiveHfIdsAndGreedyText) {
     for (size_t k = 0; k < cases.size(); ++k) {
       SCOPED_TRACE(std::string(dir) + " prompt " + std::to_string(k));
       const auto& c = cases[k];
-      // The prompt file carries the text unchanged (no escape processing, any length).
-      const auto pf = std::filesystem::temp_directory_path() / ("minfer_refs_prompt_" + std::string(dir) + std::to_string(k));
-      std::ofstream(pf, std::ios::binary) << c.at("prompt").get<std::string>();
-      const auto r = run_stdout(gen + " -m " + q(model.string()) + " -f " + q(pf.string()) +
+      // -p as typed; a prompt with backslashes (Python source) needs --no-escape, as in llama.cpp.
+      const std::string prompt = c.at("prompt").get<std::string>();
+      const bool raw = prompt.find('\\') != std::string::npos;
+      const auto r = run_stdout(gen + " -m " + q(model.string()) + " -p " + q(prompt) + (raw ? " --no-escape" : "") +
                                 " -n 32 --temp 0 --ignore-eos --json --device cpu");
       if (r.code != 0) {
         const auto err = run(gen + " -m " + q(model.string()) + " -p x -n 1 --device cpu");
