@@ -41,8 +41,9 @@ Value global_function(std::string_view name) {
       return Value::new_list(std::move(out));
     });
   if (name == "namespace" || name == "dict")
-    return Value::function([name](Interpreter&, CallArgs& a) {
+    return Value::function([name](Interpreter& in, CallArgs& a) {
       Value ns = name == "namespace" ? Value::new_namespace() : Value::new_dict();
+      if (name == "namespace") in.track_namespace(ns.dict);
       for (const Value& init : a.args) {
         if (!init.is_dict()) fail(std::string(name) + "() takes keyword arguments or a dict");
         for (const auto& [k, v] : init.dict->items) ns.dict->set(k, v);

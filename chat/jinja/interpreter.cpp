@@ -34,6 +34,15 @@ Interpreter::Interpreter(const Body& root, const Value& globals) : root_(root), 
     for (const auto& [k, v] : globals.dict->items) scope_->set(k.str.s, v);
 }
 
+Interpreter::~Interpreter() {
+  // namespace() objects are the only mutable values: one that holds itself would keep itself
+  // alive. Emptying them after the render breaks every such cycle.
+  for (const auto& w : namespaces_)
+    if (const auto d = w.lock()) d->items.clear();
+}
+
+void Interpreter::track_namespace(const std::shared_ptr<Dict>& d) { namespaces_.push_back(d); }
+
 Text Interpreter::render() {
   Text out;
   exec(root_, out);
@@ -146,8 +155,12 @@ void Interpreter::exec_for(const Stmt& s, Text& out) {
 
 Value Interpreter::make_macro(const Stmt& s) {
   const Stmt* def = &s;
-  auto defining = scope_;
-  return Value::function([def, defining](Interpreter& in, CallArgs& a) {
+  // Weak: the macro lives in the scope it closes over, and a strong pointer would be a cycle
+  // that outlives the render.
+  std::weak_ptr<Scope> weak_defining = scope_;
+  return Value::function([def, weak_defining](Interpreter& in, CallArgs& a) {
+    const std::shared_ptr<Scope> defining = weak_defining.lock();
+    if (!defining) fail(a.line, "macro '" + def->text + "' is called outside the scope that defined it");
     if (in.depth_ > 200) fail(def->line, "macro '" + def->text + "' recursion is too deep");
     if (a.args.size() > def->targets.size())
       fail(a.line, "macro '" + def->text + "' takes " + std::to_string(def->targets.size()) + " arguments, " +

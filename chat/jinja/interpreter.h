@@ -21,6 +21,9 @@ class Interpreter {
  public:
   /// `globals` is a dict of the variables the template sees. `root` must outlive the interpreter.
   Interpreter(const Body& root, const Value& globals);
+  ~Interpreter();
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
 
   /// Renders the template. Throws TemplateError naming the line on any runtime error.
   Text render();
@@ -36,6 +39,10 @@ class Interpreter {
   List iterate(const Value& v, int line);
 
   [[noreturn]] static void fail(int line, const std::string& what);
+
+  /// Registers a namespace() object: emptied when the interpreter ends, so that a namespace
+  /// holding itself cannot leak.
+  void track_namespace(const std::shared_ptr<Dict>& d);
 
  private:
   struct Scope {
@@ -56,6 +63,7 @@ class Interpreter {
 
   const Body& root_;
   std::shared_ptr<Scope> scope_;
+  std::vector<std::weak_ptr<Dict>> namespaces_;
   int depth_ = 0;  // macro call depth, to stop runaway recursion with an error
 };
 
