@@ -1,9 +1,10 @@
-# Installs the libraries and headers and exports the package `minfer`:
-#   find_package(minfer) -> minfer::allocator (standalone), minfer::tensor, minfer::ops, ...
+# Installs the libraries and headers and exports the package `minfer` (docs/library.md):
+#   find_package(minfer COMPONENTS allocator) -> minfer::allocator only (allocator/CMakeLists.txt
+#   installs its own export set); find_package(minfer) -> minfer::tensor, minfer::ops, ... too.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 set(MINFER_EXPORTED minfer_tensor minfer_gguf minfer_ops)
-foreach(t minfer_tokenizer minfer_sampler minfer_runtime minfer_models minfer_cuda)
+foreach(t minfer_tokenizer minfer_chat minfer_sampler minfer_runtime minfer_models minfer_cuda)
   if(TARGET ${t})
     list(APPEND MINFER_EXPORTED ${t})
   endif()
@@ -16,7 +17,7 @@ foreach(t ${MINFER_EXPORTED})
 endforeach()
 install(TARGETS ${MINFER_EXPORTED} EXPORT minferTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
-foreach(dir tensor ops gguf tokenizer runtime models)
+foreach(dir tensor ops gguf tokenizer chat runtime models)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/minfer/${dir}
     FILES_MATCHING PATTERN "*.h" PATTERN "cuda" EXCLUDE PATTERN "fuzz" EXCLUDE)
 endforeach()

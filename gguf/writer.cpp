@@ -32,6 +32,7 @@ struct Writer::Impl {
   std::unordered_map<std::string, size_t> kv_index;
   std::vector<Tensor> tensors;
   std::unordered_set<std::string> tensor_names;
+  bool pad_empty = true;  // pad a tensor-less file's end to the alignment (ggml's writer)
 
   void add_tensor(std::string_view name, DType type, const std::vector<int64_t>& ne,
                   const void* data, TensorSource source);
@@ -228,6 +229,13 @@ bool Writer::has(std::string_view key) const {
 size_t Writer::n_kv() const { return impl_->kvs.size(); }
 size_t Writer::n_tensors() const { return impl_->tensors.size(); }
 
+void Writer::set_pad_empty_data(bool pad) { impl_->pad_empty = pad; }
+
+void Writer::copy_layout(const File& src) {
+  // A tensor-less source is padded when its size reaches the aligned data offset.
+  if (src.n_tensors() == 0) set_pad_empty_data(src.bytes().size() >= src.data_offset());
+}
+
 void Writer::set_alignment(uint32_t alignment) {
   if (!valid_alignment(alignment))
     throw Error(fmt::format("gguf writer: alignment {} is not a power of two >= 8", alignment));
@@ -326,7 +334,10 @@ void Writer::write(const std::filesystem::path& path) const {
       out.put<uint32_t>(static_cast<uint32_t>(t.type));
       out.put<uint64_t>(offsets[i]);
     }
-    out.pad(alignment);
+    // The data section starts aligned. Without tensors there is no data section: ggml's writer
+    // pads anyway, gguf-py's vocab-only path (convert_hf_to_gguf.py --vocab-only) ends right
+    // after the metadata; set_pad_empty_data() picks one, so either kind is rewritten exactly.
+    if (!impl_->tensors.empty() || impl_->pad_empty) out.pad(alignment);
     for (const Impl::Tensor& t : impl_->tensors) {
       if (t.source) {
         size_t written = 0;

@@ -85,6 +85,14 @@ class Writer {
   bool has(std::string_view key) const;
   size_t n_kv() const;
 
+  /// A file without tensors has no data section: pad its end to the alignment anyway (true, the
+  /// default, as ggml's writer does) or end right after the metadata (false, as gguf-py's
+  /// vocab-only writer does). Files with tensors are always padded.
+  void set_pad_empty_data(bool pad);
+  /// Takes `src`'s choice of the above, so that rewriting a tensor-less file reproduces it byte
+  /// for byte (copy_kvs copies the metadata).
+  void copy_layout(const File& src);
+
   /// Sets `general.alignment` (u32). It must be a non-zero multiple of 8 and a power of two
   /// (ggml rejects other values). Without it the alignment is 32.
   void set_alignment(uint32_t alignment);

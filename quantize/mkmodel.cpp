@@ -47,10 +47,15 @@ void write_hparams(gguf::Writer& w, const ModelShape& s, const QuantTarget& targ
 
 }  // namespace
 
+int64_t row_block_for(const QuantTarget& t) {
+  const bool is_float = t.ftype == FileType::ALL_F32 || t.ftype == FileType::MOSTLY_F16 || t.ftype == FileType::MOSTLY_BF16;
+  return is_float ? 1 : 32;
+}
+
 Summary make_model(const MakeModelParams& p, const std::filesystem::path& out, const TensorCallback& on_tensor) {
   const auto t0 = std::chrono::steady_clock::now();
   const ModelShape& s = p.shape;
-  s.validate();
+  s.validate(row_block_for(p.target));
   if (!(p.stddev > 0) || !std::isfinite(p.stddev))
     throw std::invalid_argument(fmt::format("stddev {} must be positive and finite", p.stddev));
 

@@ -37,4 +37,8 @@ struct MakeModelParams {
 Summary make_model(const MakeModelParams& p, const std::filesystem::path& out,
                    const TensorCallback& on_tensor = nullptr);
 
+/// The row-length multiple a target needs (ModelShape::validate): 1 for f32/f16/bf16 files,
+/// 32 (the smallest quantization block) otherwise.
+int64_t row_block_for(const QuantTarget& t);
+
 }  // namespace minfer::quantize

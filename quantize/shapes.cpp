@@ -60,7 +60,7 @@ const ModelShape& find_shape(std::string_view name) {
   throw std::invalid_argument(fmt::format("unknown shape '{}' (known: {}; or use --arch with custom dimensions)", name, names));
 }
 
-void ModelShape::validate() const {
+void ModelShape::validate(int64_t row_block) const {
   auto bad = [&](const std::string& what) {
     throw std::invalid_argument(fmt::format("model shape {}: {}", name, what));
   };
@@ -79,7 +79,8 @@ void ModelShape::validate() const {
   const std::pair<const char*, int64_t> rows[] = {
       {"n_embd", n_embd}, {"n_ff", n_ff}, {"n_head * head_dim", int64_t{n_head} * hd}};
   for (const auto& [k, v] : rows)
-    if (v % 32 != 0) bad(fmt::format("{} = {} must be a multiple of 32 (the quantization block)", k, v));
+    if (row_block > 1 && v % row_block != 0)
+      bad(fmt::format("{} = {} must be a multiple of {} (the quantization block; float types have none)", k, v, row_block));
   if (!(rope_freq_base > 0) || !(rms_eps > 0)) bad("rope_freq_base and rms_eps must be positive");
 }
 

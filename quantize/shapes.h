@@ -30,8 +30,9 @@ struct ModelShape {
   /// Throws std::invalid_argument naming the first bad field: an unknown arch, a non-positive
   /// dimension, n_head not a multiple of n_head_kv, n_embd not a multiple of n_head without an
   /// explicit head_dim, an odd head_dim (RoPE rotates pairs), or any row length (n_embd, n_ff,
-  /// n_head * head_dim) that is not a multiple of 32 (the smallest quantization block).
-  void validate() const;
+  /// n_head * head_dim) that is not a multiple of `row_block`: 32, the smallest quantization
+  /// block, for quantized files; 1 for float (f32/f16/bf16) files, which have no blocks.
+  void validate(int64_t row_block = 32) const;
   /// Parameter count as the converter counts it (the tied embedding once).
   int64_t n_params() const;
 };

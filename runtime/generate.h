@@ -1,6 +1,7 @@
 // The generation loop: prompt -> prefill -> sample/decode until a stop condition, streaming text.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <span>
 #include <string>
@@ -17,6 +18,7 @@ struct GenerateParams {
   int32_t n_predict = 128;         ///< max new tokens; 0: prefill only; < 0: until a stop condition or the context is full
   std::vector<std::string> stop;   ///< stop strings (not included in the text)
   bool stop_at_eog = true;         ///< stop at end-of-generation tokens (EOS, <|im_end|>, ...)
+  const std::atomic<bool>* cancel = nullptr;  ///< when set and true, stop after the current token ("cancelled")
 };
 
 struct GenerateResult {
@@ -25,7 +27,8 @@ struct GenerateResult {
   std::string text;          ///< generated text, cut before a stop string; special tokens skipped
   int32_t n_prompt_eval = 0; ///< prompt tokens evaluated (not reused from the cache)
   double prefill_ms = 0, decode_ms = 0;
-  /// "length" (n_predict reached), "eog", "stop" (a stop string), "context" (context full).
+  /// "length" (n_predict reached), "eog", "stop" (a stop string), "context" (context full),
+  /// "cancelled" (GenerateParams::cancel).
   std::string stop_reason;
 
   double prefill_tok_s() const { return prefill_ms > 0 ? n_prompt_eval * 1000.0 / prefill_ms : 0; }

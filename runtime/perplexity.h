@@ -23,8 +23,8 @@ struct PerplexityResult {
 /// Scores `tokens` in chunks of n_ctx tokens, at most `max_chunks` (<= 0: all), on `runner`
 /// (which must have no sequences, and n_ctx <= its per-sequence context). `on_chunk(i,
 /// running_ppl)` is called after each chunk, in order. Throws std::invalid_argument when the text
-/// holds less than one chunk of tokens or n_ctx < 2 or n_ctx exceeds the runner's context, and
-/// NumericalError (std::runtime_error) when the result is not finite.
+/// holds less than one chunk of tokens or n_ctx < 2 or n_ctx exceeds the runner's context. A model
+/// with non-finite logits gives a non-finite ppl (callers decide; minfer-perplexity exits 1).
 PerplexityResult perplexity(ModelRunner& runner, std::span<const int32_t> tokens, int32_t n_ctx, int32_t max_chunks,
                             const std::function<void(int32_t, double)>& on_chunk = nullptr);
 

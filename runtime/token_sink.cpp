@@ -41,6 +41,10 @@ bool TokenSink::push(int32_t id) {
     emit(pending_.substr(0, cut));
     pending_.erase(0, cut);
   }
+  if (params_.cancel && params_.cancel->load()) {
+    r_.stop_reason = "cancelled";
+    return false;
+  }
   const int32_t limit = params_.n_predict < 0 ? INT32_MAX : params_.n_predict;
   if (static_cast<int32_t>(r_.ids.size()) >= limit) {
     r_.stop_reason = "length";
@@ -50,9 +54,8 @@ bool TokenSink::push(int32_t id) {
 }
 
 void TokenSink::finish() {
-  if (r_.stop_reason == "stop") return;
-  pending_ += dec_.flush();
-  emit(pending_);
+  dec_.discard();  // a character cut by the stop has no text: never a U+FFFD
+  if (r_.stop_reason != "stop") emit(pending_);
   pending_.clear();
 }
 

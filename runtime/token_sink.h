@@ -1,7 +1,13 @@
 // TokenSink: commits generated tokens one by one — sampler history, the result's ids, streamed
-// text (whole UTF-8 characters, stop strings held back until they are ruled out) — and says when
-// generation must stop (end-of-generation token, stop string, n_predict). Shared by generate()
-// and the speculative decoder so both stop and stream identically.
+// text — and says when generation must stop (end-of-generation token, stop string, n_predict).
+// Shared by generate() and the speculative decoder (and, per sequence, by a batch scheduler) so
+// every path stops and streams identically:
+//   - text goes out in whole UTF-8 characters: the bytes of a character still incomplete are
+//     held back, and dropped when generation stops inside it (any stop: n_predict, end of
+//     generation, a stop string, a full context), so no output ever ends in U+FFFD;
+//   - stop strings match the decoded text across token boundaries; text that could still be the
+//     start of one is held back, and the stop string itself is never emitted;
+//   - special tokens (e.g. the end-of-turn token) add no text.
 #pragma once
 
 #include <functional>
@@ -21,7 +27,8 @@ class TokenSink {
   /// Commits `id`. Returns false when generation must stop; result.stop_reason says why.
   bool push(int32_t id);
 
-  /// Flushes held-back text (unless a stop string ended the run).
+  /// Emits the held-back text that is complete (unless a stop string ended the run) and drops
+  /// an incomplete trailing character. Call once, whatever stopped generation.
   void finish();
 
  private:

@@ -8,7 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake ninja-build pkg-config libeigen3-dev libfmt-dev libgtest-dev libgmock-dev
-          libbenchmark-dev libcli11-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev libcpp-httplib-dev)
+          libbenchmark-dev libcli11-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev libcpp-httplib-dev
+          python3-jinja2)  # python3-jinja2: the chat-template tests' oracle (tests/chat/render_jinja2.py)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -22,6 +22,9 @@ namespace minfer::tokenizer {
 
 /// The Qwen2 split pattern, as in tokenizer.json.
 extern const std::string_view kQwen2SplitPattern;
+/// The Llama 3 split pattern (Llama-3 tokenizer.json; llama.cpp LLAMA_VOCAB_PRE_TYPE_LLAMA3):
+/// Qwen2's with digits grouped in runs of up to three (\p{N}{1,3}).
+extern const std::string_view kLlama3SplitPattern;
 
 class PreTokenizer {
  public:

@@ -35,6 +35,10 @@ class StreamDecoder {
   /// Returns whatever is held back, a truncated character as one U+FFFD, and resets.
   std::string flush();
 
+  /// Drops the held-back bytes (the start of a character generation stopped inside, which has no
+  /// text yet) and resets. What generation prints at a stop: never a U+FFFD for a cut character.
+  void discard() { pending_.clear(); }
+
   /// Bytes currently held back (0-3).
   size_t pending() const { return pending_.size(); }
 

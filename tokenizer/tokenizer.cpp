@@ -19,8 +19,11 @@ const std::string kEmpty;
 
 }  // namespace
 
-Tokenizer::Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {
+Tokenizer::Tokenizer(Vocab vocab)
+    : vocab_(std::move(vocab)),
+      pre_(pre_type(vocab_.pre) == PreType::llama3 ? kLlama3SplitPattern : kQwen2SplitPattern) {
   validate_vocab(vocab_);
+  nfc_ = pre_type(vocab_.pre) == PreType::qwen2;
   const size_t n = vocab_.tokens.size();
   if (vocab_.token_types.empty()) vocab_.token_types.assign(n, TokenType::normal);
 
@@ -57,14 +60,28 @@ Tokenizer::Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {
     });
   }
 
-  const auto im_end = find_token("<|im_end|>");
-  const auto eot_text = find_token("<|endoftext|>");
-  eot_id_ = im_end ? *im_end : vocab_.eos_id;
-  for (int32_t id : {vocab_.eos_id, im_end.value_or(-1), eot_text.value_or(-1)}) {
-    if (id >= 0 && std::find(eog_ids_.begin(), eog_ids_.end(), id) == eog_ids_.end()) {
-      eog_ids_.push_back(id);
-    }
+  // End of turn / end of generation as llama.cpp decides them (llama-vocab.cpp): the file's
+  // ids first, then tokens recognised by their text.
+  static const char* const kEotTexts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
+                                          "<EOT>", "_<EOT>", "<｜end▁of▁sentence｜>", "<end_of_utterance>"};
+  static const char* const kEogTexts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>",
+                                          "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>",
+                                          "<|end_of_text|>", "<end_of_utterance>"};
+  eot_id_ = vocab_.eot_id;
+  for (const char* t : kEotTexts) {
+    if (eot_id_ >= 0) break;
+    if (const auto id = find_token(t)) eot_id_ = *id;
   }
+  if (eot_id_ < 0) eot_id_ = vocab_.eos_id;
+  auto add_eog = [this](int32_t id) {
+    if (id >= 0 && std::find(eog_ids_.begin(), eog_ids_.end(), id) == eog_ids_.end()) eog_ids_.push_back(id);
+  };
+  for (const char* t : kEogTexts)
+    if (const auto id = find_token(t)) add_eog(*id);
+  add_eog(vocab_.eos_id);
+  add_eog(eot_id_);
+  add_eog(vocab_.eom_id);
+  if (const auto eom = find_token("<|eom_id|>")) add_eog(*eom);
 }
 
 void Tokenizer::check_id(int32_t id) const {
@@ -74,17 +91,33 @@ void Tokenizer::check_id(int32_t id) const {
   }
 }
 
-int32_t Tokenizer::match_special(std::string_view text, size_t pos) const {
+int32_t Tokenizer::match_special(std::string_view text, size_t pos, std::span<const uint8_t> untrusted) const {
   const auto& cands = special_by_byte_[static_cast<uint8_t>(text[pos])];
   const std::string_view rest = text.substr(pos);
   for (int32_t id : cands) {  // longest first
-    if (rest.starts_with(vocab_.tokens[id])) return id;
+    const std::string& t = vocab_.tokens[id];
+    if (!rest.starts_with(t)) continue;
+    if (!untrusted.empty() &&
+        std::any_of(untrusted.begin() + static_cast<std::ptrdiff_t>(pos),
+                    untrusted.begin() + static_cast<std::ptrdiff_t>(pos + t.size()), [](uint8_t u) { return u != 0; }))
+      continue;  // a special token's text inside data is plain text
+    return id;
   }
   return -1;
 }
 
 void Tokenizer::encode_text(std::string_view text, std::vector<int32_t>& out) const {
   if (text.empty()) return;
+  if (!nfc_) {
+    // Llama 3 (HF "ignore_merges": true, llama.cpp's LLAMA3 pre-type): a word that is itself a
+    // token is emitted whole; merges could otherwise reach a different split.
+    for (std::string_view word : pre_.split(text)) {
+      const int32_t id = token_to_id_.find(byte_level_encode(word), vocab_.tokens);
+      if (id >= 0 && is_bpe(vocab_.token_types[id])) out.push_back(id);
+      else bpe_.encode_word(word, out);
+    }
+    return;
+  }
   const std::string norm = nfc_normalize(text);
   for (std::string_view word : pre_.split(norm)) bpe_.encode_word(word, out);
 }
@@ -100,9 +133,18 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
     encode_text(text, out);
     return out;
   }
+  const std::vector<int32_t> rest = encode_specials(text, {});
+  out.insert(out.end(), rest.begin(), rest.end());
+  return out;
+}
+
+std::vector<int32_t> Tokenizer::encode_specials(std::string_view text, std::span<const uint8_t> untrusted) const {
+  std::vector<int32_t> out;
+  out.reserve(text.size() / 3 + 4);
   size_t start = 0;  // start of the pending plain-text fragment
   for (size_t pos = 0; pos < text.size();) {
-    const int32_t id = special_by_byte_[static_cast<uint8_t>(text[pos])].empty() ? -1 : match_special(text, pos);
+    const int32_t id =
+        special_by_byte_[static_cast<uint8_t>(text[pos])].empty() ? -1 : match_special(text, pos, untrusted);
     if (id < 0) {
       ++pos;
       continue;
@@ -114,6 +156,21 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
   }
   encode_text(text.substr(start), out);
   return out;
+}
+
+std::vector<int32_t> Tokenizer::encode_trusted(std::string_view text, std::span<const uint8_t> untrusted) const {
+  if (!untrusted.empty() && untrusted.size() != text.size()) {
+    throw std::invalid_argument("tokenizer: encode_trusted mask has " + std::to_string(untrusted.size()) +
+                                " entries for " + std::to_string(text.size()) + " bytes");
+  }
+  return encode_specials(text, untrusted);
+}
+
+std::vector<int32_t> Tokenizer::with_bos(std::vector<int32_t> ids) const {
+  if (vocab_.add_bos && vocab_.bos_id >= 0 && (ids.empty() || ids.front() != vocab_.bos_id)) {
+    ids.insert(ids.begin(), vocab_.bos_id);
+  }
+  return ids;
 }
 
 const std::string& Tokenizer::token_to_piece(int32_t id, bool skip_special) const {

@@ -1,5 +1,6 @@
-// Byte-level BPE tokenizer with the Qwen2 pre-tokenizer (GGUF `tokenizer.ggml.model = "gpt2"`,
-// `tokenizer.ggml.pre = "qwen2"`), matching Hugging Face `tokenizers` on Qwen2/Qwen3 vocabularies.
+// Byte-level BPE tokenizer (GGUF `tokenizer.ggml.model = "gpt2"`) with the Qwen2 or the Llama 3
+// pre-tokenizer (`tokenizer.ggml.pre = "qwen2"` or `"llama-bpe"`), matching Hugging Face
+// `tokenizers` on Qwen2/Qwen3 and Llama 3 vocabularies.
 //
 // encode(text):
 //   1. Special tokens (parse_special only): the text is scanned left to right and at each position
@@ -8,10 +9,12 @@
 //      text (it is then split into '<', '|', 'im', '_end', '|', '>'-like pieces by BPE).
 //      (llama.cpp and HF always split user-defined tokens such as <think>; here both kinds follow
 //      the flag, so untrusted text can never inject any added token.)
-//   2. NFC normalization (utf8proc) — the Qwen2 normalizer. Input that is not NFC therefore does
-//      not round-trip byte for byte: decode(encode(s)) == NFC(s).
-//   3. Pre-tokenization with the Qwen2 regex (tokenizer/pretokenizer.h).
-//   4. Byte-level BPE of each piece (tokenizer/bpe.h).
+//   2. Qwen2 only: NFC normalization (utf8proc) — the Qwen2 normalizer. Input that is not NFC
+//      therefore does not round-trip byte for byte: decode(encode(s)) == NFC(s). Llama 3 has no
+//      normalizer.
+//   3. Pre-tokenization with the vocabulary's regex (tokenizer/pretokenizer.h).
+//   4. Byte-level BPE of each piece (tokenizer/bpe.h); Llama 3 first takes a piece that is a token
+//      of its own whole (HF "ignore_merges").
 //   Text that is not well-formed UTF-8 is rejected with std::invalid_argument.
 //
 // decode(ids): concatenation of token_to_piece(id). The result is raw bytes and may end inside a
@@ -53,6 +56,18 @@ class Tokenizer {
   /// Throws std::invalid_argument when the text is not well-formed UTF-8.
   std::vector<int32_t> encode(std::string_view text, bool parse_special, bool add_bos = false) const;
 
+  /// encode(text, parse_special = true) where a special token is matched only if none of its
+  /// bytes is marked in `untrusted` (one entry per byte of `text`, or empty = all trusted); the
+  /// bytes of an unmatched token are plain text. A rendered chat is tokenized this way so that
+  /// message content can never become a special token (chat/tokenize_chat.h). Throws
+  /// std::invalid_argument for ill-formed UTF-8 or a mask of the wrong length.
+  std::vector<int32_t> encode_trusted(std::string_view text, std::span<const uint8_t> untrusted) const;
+
+  /// A prompt's ids as llama.cpp and Hugging Face build them: BOS is prepended when the file
+  /// says so (add_bos_default()), unless `ids` already starts with it (a prompt or a chat
+  /// template that writes bos_token itself), so a prompt never gets two.
+  std::vector<int32_t> with_bos(std::vector<int32_t> ids) const;
+
   /// Bytes of the tokens, concatenated; `skip_special` drops control and unknown tokens.
   /// Throws std::out_of_range naming the first id outside [0, n_vocab()).
   std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;
@@ -69,12 +84,16 @@ class Tokenizer {
   int32_t bos_id() const { return vocab_.bos_id; }  ///< -1 when none
   int32_t eos_id() const { return vocab_.eos_id; }  ///< -1 when none
   int32_t pad_id() const { return vocab_.pad_id; }  ///< -1 when none
-  /// End of turn: the id of "<|im_end|>" when the vocabulary has it, else eos_id().
+  /// End of turn: tokenizer.ggml.eot_token_id when the file has it, else the first of
+  /// "<|im_end|>", "<|eot_id|>", "<end_of_turn>", ... the vocabulary has, else eos_id().
   int32_t eot_id() const { return eot_id_; }
   /// The file's add_bos_token flag (false for Qwen).
   bool add_bos_default() const { return vocab_.add_bos; }
 
-  /// End of generation: eos_id(), "<|im_end|>" or "<|endoftext|>". Out-of-range ids are false.
+  /// End of generation, llama.cpp's rule: eos_id(), the file's eot/eom ids, and every token whose
+  /// text is one of llama.cpp's end-of-generation texts ("<|im_end|>", "<|endoftext|>",
+  /// "<|eot_id|>", "<|eom_id|>", "<|end_of_text|>", "<end_of_turn>", "<|end|>", "<|return|>",
+  /// "<|call|>", "<EOT>", ...). Out-of-range ids are false.
   bool is_eog(int32_t id) const;
   /// The ids is_eog() accepts, without duplicates, in no particular order.
   const std::vector<int32_t>& eog_ids() const { return eog_ids_; }
@@ -91,8 +110,9 @@ class Tokenizer {
  private:
   void check_id(int32_t id) const;
   void encode_text(std::string_view text, std::vector<int32_t>& out) const;
-  /// Longest special token starting at text[pos], or -1.
-  int32_t match_special(std::string_view text, size_t pos) const;
+  /// Longest special token starting at text[pos] none of whose bytes is in `untrusted`, or -1.
+  int32_t match_special(std::string_view text, size_t pos, std::span<const uint8_t> untrusted = {}) const;
+  std::vector<int32_t> encode_specials(std::string_view text, std::span<const uint8_t> untrusted) const;
 
   Vocab vocab_;
   TextIndex token_to_id_;
@@ -102,6 +122,7 @@ class Tokenizer {
   std::vector<int32_t> special_by_byte_[256];  ///< special ids by first byte, longest first
   std::vector<int32_t> eog_ids_;
   int32_t eot_id_ = -1;
+  bool nfc_ = true;  ///< Qwen2: NFC normalizer; false = Llama 3: no normalizer, ignore_merges
 };
 
 }  // namespace minfer::tokenizer

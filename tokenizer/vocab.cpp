@@ -18,16 +18,20 @@ std::string_view token_type_name(TokenType t) {
   return "invalid";
 }
 
+PreType pre_type(std::string_view pre) {
+  // llama.cpp (llama-vocab.cpp) maps these names onto the same two regexes.
+  if (pre == "qwen2" || pre == "qwen2.5" || pre == "qwen-2.5" || pre == "deepseek-r1-qwen") return PreType::qwen2;
+  if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3") return PreType::llama3;
+  throw std::invalid_argument("tokenizer: unsupported pre-tokenizer '" + std::string(pre) +
+                              "' (implemented: qwen2, llama-bpe)");
+}
+
 void validate_vocab(const Vocab& v) {
   if (v.model != "gpt2") {
     throw std::invalid_argument("tokenizer: unsupported tokenizer model '" + v.model +
                                 "' (only byte-level BPE 'gpt2' is implemented)");
   }
-  // llama.cpp maps these names onto the same Qwen2 pre-tokenizer regex.
-  if (v.pre != "qwen2" && v.pre != "qwen2.5" && v.pre != "qwen-2.5" && v.pre != "deepseek-r1-qwen") {
-    throw std::invalid_argument("tokenizer: unsupported pre-tokenizer '" + v.pre +
-                                "' (only 'qwen2' is implemented)");
-  }
+  pre_type(v.pre);
   if (v.tokens.empty()) throw std::invalid_argument("tokenizer: vocabulary has no tokens");
   if (v.tokens.size() > static_cast<size_t>(INT32_MAX)) {
     throw std::invalid_argument("tokenizer: vocabulary too large");
@@ -59,6 +63,8 @@ void validate_vocab(const Vocab& v) {
   check_id(v.bos_id, "bos_token_id");
   check_id(v.eos_id, "eos_token_id");
   check_id(v.pad_id, "padding_token_id");
+  check_id(v.eot_id, "eot_token_id");
+  check_id(v.eom_id, "eom_token_id");
 }
 
 }  // namespace minfer::tokenizer

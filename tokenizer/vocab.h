@@ -31,7 +31,7 @@ std::string_view token_type_name(TokenType t);
 /// A complete byte-level BPE vocabulary. Ids are int32_t; -1 means "none".
 struct Vocab {
   std::string model = "gpt2";          ///< tokenizer.ggml.model; only "gpt2" (byte-level BPE) is supported
-  std::string pre = "qwen2";           ///< tokenizer.ggml.pre; "qwen2" (and its aliases) is supported
+  std::string pre = "qwen2";           ///< tokenizer.ggml.pre; "qwen2", "llama-bpe" and their aliases
   std::vector<std::string> tokens;     ///< token texts, id = index; must be unique and non-empty
   std::vector<TokenType> token_types;  ///< same length as tokens, or empty (= all normal)
   std::vector<std::string> merges;     ///< "left right", rank = index; both parts and their
@@ -39,10 +39,17 @@ struct Vocab {
   int32_t bos_id = -1;                 ///< tokenizer.ggml.bos_token_id
   int32_t eos_id = -1;                 ///< tokenizer.ggml.eos_token_id
   int32_t pad_id = -1;                 ///< tokenizer.ggml.padding_token_id
+  int32_t eot_id = -1;                 ///< tokenizer.ggml.eot_token_id
+  int32_t eom_id = -1;                 ///< tokenizer.ggml.eom_token_id
   bool add_bos = false;                ///< tokenizer.ggml.add_bos_token
   std::string chat_template;           ///< tokenizer.chat_template (Jinja text; not executed)
   std::string architecture;            ///< general.architecture of the file it came from, if any
 };
+
+/// Which pre-tokenizer a `tokenizer.ggml.pre` name selects (llama.cpp's aliases included).
+enum class PreType { qwen2, llama3 };
+/// Throws std::invalid_argument for a name that is neither.
+PreType pre_type(std::string_view pre);
 
 /// Checks the parts of `v` that do not need the token index: supported model / pre names,
 /// non-empty tokens, matching token_types length, special ids in range. Throws

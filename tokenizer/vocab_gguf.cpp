@@ -44,7 +44,11 @@ Vocab vocab_from_gguf(const gguf::File& f) {
   v.bos_id = optional_id(f, "tokenizer.ggml.bos_token_id");
   v.eos_id = optional_id(f, "tokenizer.ggml.eos_token_id");
   v.pad_id = optional_id(f, "tokenizer.ggml.padding_token_id");
-  v.add_bos = f.get_bool_or("tokenizer.ggml.add_bos_token", false);
+  v.eot_id = optional_id(f, "tokenizer.ggml.eot_token_id");
+  v.eom_id = optional_id(f, "tokenizer.ggml.eom_token_id");
+  // Absent key: llama.cpp's default for the pre-tokenizer (true for the Llama 3 family).
+  const bool llama3 = v.pre == "llama-bpe" || v.pre == "llama3" || v.pre == "llama-v3";
+  v.add_bos = f.get_bool_or("tokenizer.ggml.add_bos_token", llama3);
   v.chat_template = std::string(f.get_string_or("tokenizer.chat_template", ""));
   v.architecture = std::string(f.get_string_or("general.architecture", ""));
   return v;

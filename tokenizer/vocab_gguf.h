@@ -2,12 +2,13 @@
 //
 // Keys (ggml docs/gguf.md "Tokenizer"; llama.cpp llama-vocab.cpp for how they are used):
 //   tokenizer.ggml.model        string, required ("gpt2")
-//   tokenizer.ggml.pre          string, required for gpt2 ("qwen2")
+//   tokenizer.ggml.pre          string, required for gpt2 ("qwen2", "llama-bpe")
 //   tokenizer.ggml.tokens       string array, required
 //   tokenizer.ggml.token_type   i32 array, optional (absent: all normal)
 //   tokenizer.ggml.merges       string array, required for gpt2
-//   tokenizer.ggml.bos_token_id / eos_token_id / padding_token_id   u32, optional
-//   tokenizer.ggml.add_bos_token bool, optional (false)
+//   tokenizer.ggml.bos_token_id / eos_token_id / padding_token_id / eot_token_id / eom_token_id
+//                               u32, optional
+//   tokenizer.ggml.add_bos_token bool, optional (absent: true for llama-bpe, else false, as llama.cpp)
 //   tokenizer.chat_template     string, optional
 //   general.architecture        string, optional (kept for chat style selection)
 #pragma once

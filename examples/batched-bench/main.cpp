@@ -55,8 +55,8 @@ int main(int argc, char** argv) {
     app.add_option("--npl", npl, "parallel sequences B, comma-separated (-npl)");
     app.add_flag("--pps", pps, "the sequences share one prompt, evaluated once and forked (-pps)");
     app.add_option("-o,--output", output, "md or json")->check(CLI::IsMember({"md", "json"}));
-    auto [args, av] = examples::llama_flags(argc, argv, {"-ub", "-npp", "-ntg", "-npl", "-pps"});
-    MINFER_PARSE(app, static_cast<int>(av.size()), av.data());
+    examples::LlamaArgs av(argc, argv);
+    MINFER_PARSE(app, av.argc(), av.argv());
     const auto pp_list = parse_list(npp, "-npp"), tg_list = parse_list(ntg, "-ntg"), pl_list = parse_list(npl, "-npl");
     for (int pl : pl_list)
       if (pl < 1) throw std::invalid_argument("-npl values must be >= 1");

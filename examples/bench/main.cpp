@@ -70,7 +70,8 @@ int main(int argc, char** argv) {
     app.add_option("-d,--n-depth", d_list, "KV depths the tests start from, comma-separated");
     app.add_option("-r,--repetitions", reps, "timed repetitions after one warm-up")->check(CLI::PositiveNumber);
     app.add_option("-o,--output", output, "md or json")->check(CLI::IsMember({"md", "json"}));
-    MINFER_PARSE(app, argc, argv);
+    examples::LlamaArgs av(argc, argv);
+    MINFER_PARSE(app, av.argc(), av.argv());
     if (reps < 1) throw std::invalid_argument("-r must be at least 1");
 
     auto L = examples::load_model(margs);
@@ -130,10 +131,13 @@ int main(int argc, char** argv) {
       return n * kPasses / std::chrono::duration<double>(Clock::now() - t0).count();
     };
 
-    double params = 0;
-    for (const auto& t : L.file->tensors()) params += static_cast<double>(t.nelements());
-    double bytes = 0;
-    for (const auto& t : L.file->tensors()) bytes += static_cast<double>(t.nbytes);
+    // Counts are integers (llama-bench's JSON has "model_size" and "model_n_params" as integers).
+    uint64_t n_params = 0, n_bytes = 0;
+    for (const auto& t : L.file->tensors()) {
+      n_params += static_cast<uint64_t>(t.nelements());
+      n_bytes += static_cast<uint64_t>(t.nbytes);
+    }
+    const auto params = static_cast<double>(n_params), bytes = static_cast<double>(n_bytes);
     // The file type as llama-bench shows it: general.file_type's name ("Q4_K_M"), else the dtype
     // holding most of the matrix bytes.
     const std::string ftype = [&] {
@@ -182,8 +186,8 @@ int main(int argc, char** argv) {
     if (output == "json") {
       nlohmann::json j = nlohmann::json::array();
       for (const auto& r : rows)
-        j.push_back({{"model", L.file->name()}, {"arch", h.arch}, {"type", ftype}, {"size_bytes", bytes},
-                     {"params", params}, {"backend", std::string(L.backend->name())}, {"test", r.test},
+        j.push_back({{"model", L.file->name()}, {"arch", h.arch}, {"type", ftype}, {"size_bytes", n_bytes},
+                     {"params", n_params}, {"backend", std::string(L.backend->name())}, {"test", r.test},
                      {"n", r.n}, {"depth", r.depth}, {"avg_ts", r.st.mean}, {"stddev_ts", r.st.sd},
                      {"samples_ts", r.st.samples}});
       std::puts(j.dump(2).c_str());

@@ -22,10 +22,40 @@ void add_model_flags(CLI::App& app, ModelArgs& a) {
   app.add_option("-b,--batch-size", a.n_batch, "max tokens per forward pass")->check(CLI::PositiveNumber);
   app.add_option("-t,--threads", a.threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
   app.add_option("--device", a.device, "cpu, cuda, cuda:N or auto (cuda when a GPU is present)");
-  app.add_option("--cache-type", a.kv_type, "KV cache dtype: f16, f32 or q8_0");
+  app.add_option("--n-gpu-layers,--gpu-layers", a.n_gpu_layers,
+                 "-ngl N, llama.cpp's layer offload: 0 runs on the CPU, any other value puts every layer on the GPU "
+                 "(same as --device auto); minfer does not split a model between CPU and GPU")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--cache-type", a.kv_type, "KV cache dtype: f16, f32 or q8_0")
+      ->check(CLI::IsMember({"f16", "f32", "q8_0"}));
   app.add_option("--block-size", a.block_size, "KV cache cells per block (a power of two)")
       ->check(CLI::IsMember({1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}));
   add_rope_flags(app, a.rope);
+}
+
+LlamaArgs::LlamaArgs(int argc, char** argv) : args(argv, argv + argc) {
+  static const std::pair<const char*, const char*> kLong[] = {
+      {"-ngl", "--n-gpu-layers"}, {"-md", "--md"}, {"-np", "--parallel"}, {"-ub", "--ubatch-size"},
+      {"-npp", "--npp"},          {"-ntg", "--ntg"}, {"-npl", "--npl"},      {"-pps", "--pps"}};
+  for (size_t i = 1; i < args.size(); ++i) {
+    for (const auto& [short_name, long_name] : kLong) {
+      const std::string s = short_name;
+      if (args[i] == s) args[i] = long_name;
+      else if (args[i].rfind(s + "=", 0) == 0) args[i] = long_name + args[i].substr(s.size());
+    }
+  }
+  for (auto& a : args) ptrs.push_back(a.data());
+}
+
+std::string resolve_device(const ModelArgs& a) {
+  if (a.n_gpu_layers < 0) return a.device;
+  if (a.n_gpu_layers == 0) {
+    if (a.device != "auto" && a.device != "cpu")
+      throw std::invalid_argument(fmt::format("-ngl 0 (CPU) contradicts --device {}", a.device));
+    return "cpu";
+  }
+  if (a.device == "cpu") throw std::invalid_argument(fmt::format("-ngl {} (GPU) contradicts --device cpu", a.n_gpu_layers));
+  return a.device;
 }
 
 void add_sampling_flags(CLI::App& app, SamplerParams& p) {
@@ -77,7 +107,7 @@ Loaded load_model(const ModelArgs& a) {
   Loaded l;
   l.file = open_model_file(path, "model");
   l.tok.emplace(tokenizer::Tokenizer::from_gguf(*l.file));
-  l.backend = create_backend(a.device, a.threads);
+  l.backend = create_backend(resolve_device(a), a.threads);
   l.model = models::load(l.file, *l.backend);
   if (a.rope.any()) l.model->override_rope(a.rope);
   if (a.n_ctx > l.model->hparams().n_ctx_train)
@@ -109,21 +139,6 @@ SessionParams session_params(const ModelArgs& a) {
   p.kv_type = *t;
   p.block_size = a.block_size;
   return p;
-}
-
-Args llama_flags(int argc, char** argv, std::initializer_list<std::string_view> multi_letter) {
-  Args r;
-  r.args.assign(argv, argv + argc);
-  for (size_t i = 1; i < r.args.size(); ++i)
-    for (std::string_view f : multi_letter) {
-      std::string& a = r.args[i];
-      if (a == f || (a.size() > f.size() && a.compare(0, f.size(), f) == 0 && a[f.size()] == '=')) {
-        a.insert(0, "-");
-        break;
-      }
-    }
-  for (auto& a : r.args) r.av.push_back(a.data());
-  return r;
 }
 
 int run_main(const std::function<int()>& body) {

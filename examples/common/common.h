@@ -25,12 +25,18 @@ struct ModelArgs {
   int n_ctx = 0;              ///< -c
   int n_batch = 512;          ///< -b
   std::string kv_type = "f16";
+  int n_gpu_layers = -1;      ///< -ngl: 0 = CPU, > 0 = every layer on the GPU, -1 = not given
   int block_size = 32;        ///< --block-size: KV cells per block
   RopeOverrides rope;         ///< --rope-scaling, --rope-scale, --yarn-* (rope_flags.h)
 };
 
-/// -m -c -b -t --device --cache-type --block-size and the RoPE scaling flags (add_rope_flags).
+/// -m -c -b -t --device --cache-type -ngl --block-size and the RoPE scaling flags
+/// (add_rope_flags). --cache-type is checked while parsing (before any output), -c against the
+/// model in session_params().
 void add_model_flags(CLI::App& app, ModelArgs& a);
+/// The backend a program uses: --device, or "cpu" for -ngl 0 (llama.cpp's spelling). Throws
+/// std::invalid_argument when -ngl and --device contradict each other.
+std::string resolve_device(const ModelArgs& a);
 /// --temp --top-k --top-p --min-p --repeat-penalty --repeat-last-n --presence-penalty
 /// --frequency-penalty --seed.
 void add_sampling_flags(CLI::App& app, SamplerParams& p);
@@ -65,14 +71,15 @@ LoadedDraft load_draft(const std::string& path, const Loaded& target);
 
 SessionParams session_params(const ModelArgs& a);
 
-/// argv with llama.cpp's multi-letter single-dash flags ("-md", "-ub", "-npl", ...) spelled with
-/// two dashes, which is how CLI11 (which reads "-md" as "-m d") declares them. `av` points into
-/// `args`; pass av.size() and av.data() to MINFER_PARSE.
-struct Args {
+/// argv with llama.cpp's multi-letter short flags (-ngl, -md, -np, -ub, -npp, ...) rewritten to their long
+/// forms, which CLI11 cannot take as short names. Keep it alive while the app parses.
+struct LlamaArgs {
+  LlamaArgs(int argc, char** argv);
+  int argc() const { return static_cast<int>(ptrs.size()); }
+  char** argv() { return ptrs.data(); }
   std::vector<std::string> args;
-  std::vector<char*> av;
+  std::vector<char*> ptrs;
 };
-Args llama_flags(int argc, char** argv, std::initializer_list<std::string_view> multi_letter);
 
 /// CLI11_PARSE with the programs' one exit code for bad input: 0 after --help, 1 (with CLI11's
 /// message on stderr) for an unknown flag or a bad value, as for every other error.

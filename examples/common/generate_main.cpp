@@ -13,8 +13,9 @@
 #include "common/common.h"
 #include "common/parallel.h"
 #include "runtime/generate.h"
+#include "chat/tokenize_chat.h"
+#include "common/prompt.h"
 #include "runtime/speculative.h"
-#include "tokenizer/chat.h"
 
 namespace minfer::examples {
 namespace {
@@ -43,26 +44,37 @@ size_t first_difference(const std::vector<int32_t>& a, const std::vector<int32_t
 
 int generate_main(int argc, char** argv, const GenerateProgram& program) {
   return run_main([&] {
-    auto [args, av] = llama_flags(argc, argv, {"-md", "-np"});
+    // CLI11 reads "-md" as "-m d" and refuses "-ngl": llama.cpp's spellings become long options first.
+    LlamaArgs av(argc, argv);
 
     CLI::App app{program.description, program.name};
     ModelArgs margs;
     SamplerParams sp;
     SpeculativeParams spec;
-    std::string prompt = "def fibonacci(n):\n    ", prompt_file, system, draft_path;
+    std::string prompt = "def fibonacci(n):\n    ", prompt_file, system, draft_path, chat_template;
     int n_predict = 128, n_parallel = 0;
     bool chat = false, no_think = false, json = false, no_show_prompt = false, no_adaptive = false, no_baseline = false;
+    bool no_parse_special = false, escape = true, no_escape = false, ignore_eos = false;
     std::vector<std::string> stop;
     add_model_flags(app, margs);
     add_sampling_flags(app, sp);
-    app.add_option("-p,--prompt", prompt, "prompt text");
-    app.add_option("-f,--file", prompt_file, "read the prompt from a file (instead of -p)");
+    app.add_option("-p,--prompt", prompt, "prompt text; special tokens in it are parsed (<|im_start|> is one token)");
+    app.add_option("-f,--file", prompt_file, "read the prompt from a file (instead of -p; taken as is, no escapes)");
     app.add_option("-n,--n-predict", n_predict, "tokens to generate (-1: until end of text or context)")
         ->check(CLI::Range(-1, 1 << 30));
-    app.add_flag("--chat", chat, "wrap the prompt as a ChatML user turn (the model's chat format)");
+    app.add_flag("--chat", chat,
+                 "the prompt is a user message, rendered with the model's chat template (its text, never "
+                 "special tokens)");
+    add_chat_template_flag(app, chat_template);
     app.add_option("--system", system, "system message for --chat");
-    app.add_flag("--no-think", no_think, "Qwen3 chat: disable thinking (empty think block)");
-    app.add_option("--stop", stop, "stop string (repeatable)");
+    app.add_flag("--no-think", no_think, "chat: enable_thinking = false (Qwen3: an empty think block)");
+    app.add_option("--stop", stop, "stop string (repeatable); not printed");
+    app.add_flag("--no-parse-special", no_parse_special, "tokenize special-token text in the prompt as plain text");
+    app.add_flag("-e,--escape", escape, "process \\n \\t \\\\ \\\" \\' \\xNN in -p, --stop and --system (default on)");
+    app.add_flag("--no-escape", no_escape, "take -p, --stop and --system as typed");
+    app.add_flag("--ignore-eos", ignore_eos,
+                 "keep generating past end-of-generation tokens (they stay in the ids, as in Hugging Face's "
+                 "generate; llama.cpp bans them instead)");
     app.add_flag("--json", json, "print one JSON object (prompt_ids, ids, text, timings) instead of streaming");
     app.add_flag("--no-show-prompt", no_show_prompt, "do not echo the prompt before the completion");
     app.add_option("--np,--parallel", n_parallel,
@@ -90,7 +102,7 @@ int generate_main(int argc, char** argv, const GenerateProgram& program) {
                              with_draft));
     app.add_flag("--no-baseline", no_baseline,
                  fmt::format("skip the plain-decoding run that measures the speedup{}", with_draft));
-    MINFER_PARSE(app, static_cast<int>(av.size()), av.data());
+    MINFER_PARSE(app, av.argc(), av.argv());
     spec.adaptive = !no_adaptive;
     const bool speculative = !draft_path.empty();
     if (program.draft_required && margs.model.empty())
@@ -101,8 +113,15 @@ int generate_main(int argc, char** argv, const GenerateProgram& program) {
     if (spec.n_draft_min > spec.n_draft)
       throw std::invalid_argument(fmt::format("--draft-min ({}) must not exceed --draft-max ({})", spec.n_draft_min, spec.n_draft));
 
+    if (!chat && (!system.empty() || !chat_template.empty() || no_think))
+      std::fprintf(stderr, "warning: --system, --chat-template and --no-think apply to --chat only\n");
+    if (escape && !no_escape) {  // everything is checked before the model loads and anything prints
+      if (prompt_file.empty()) prompt = process_escapes(prompt, "-p");
+      system = process_escapes(system, "--system");
+      for (auto& s : stop) s = process_escapes(s, "--stop");
+    }
     if (!prompt_file.empty()) {
-      std::ifstream in(prompt_file);
+      std::ifstream in(prompt_file, std::ios::binary);
       if (!in) throw std::runtime_error(fmt::format("cannot read prompt file '{}'", prompt_file));
       std::stringstream ss;
       ss << in.rdbuf();
@@ -117,11 +136,12 @@ int generate_main(int argc, char** argv, const GenerateProgram& program) {
       ParallelRun run;
       run.prompts = prompt_lines(prompt);
       if (run.prompts.empty()) throw std::invalid_argument(fmt::format("'{}' holds no prompt", prompt_file));
-      for (const auto& p : run.prompts) run.ids.push_back(L.tok->encode(p, /*parse_special=*/false, L.tok->add_bos_default()));
+      for (const auto& p : run.prompts) run.ids.push_back(raw_prompt_ids(*L.tok, p, !no_parse_special));
       run.n_parallel = n_parallel;
       run.sampling = sp;
       run.params.n_predict = n_predict;
       run.params.stop = stop;
+      run.params.stop_at_eog = !ignore_eos;
       run.json = json;
       run.show_prompt = !no_show_prompt;
       return run_parallel(L, session_params(margs), run);
@@ -130,24 +150,42 @@ int generate_main(int argc, char** argv, const GenerateProgram& program) {
     if (speculative) D.emplace(load_draft(draft_path, L));
     const auto& tok = *L.tok;
     std::string text = prompt;
+    std::vector<int32_t> ids;
     if (chat) {
-      std::vector<tokenizer::ChatMessage> msgs;
+      const chat::ChatTemplate tpl = chat::select_chat_template(tok, chat_template);
+      std::vector<chat::Message> msgs;
       if (!system.empty()) msgs.push_back({"system", system});
       msgs.push_back({"user", prompt});
-      auto opts = tokenizer::chat_options_for(L.model->hparams().arch, L.file->get_string_or("tokenizer.chat_template", ""));
-      opts.enable_thinking = !no_think;
-      text = tokenizer::format_chatml(msgs, true, opts);
+      chat::ChatInputs in;
+      in.messages = chat::messages_value(msgs);
+      if (no_think) in.enable_thinking = false;
+      const jinja::Text rendered = tpl.render(in);
+      text = rendered.s;
+      ids = chat::tokenize_chat(tok, rendered);
+    } else {
+      ids = raw_prompt_ids(tok, text, !no_parse_special);
     }
-    auto ids = tok.encode(text, /*parse_special=*/chat, tok.add_bos_default());
+    if (ids.empty()) throw std::invalid_argument("the prompt is empty (it encodes to no tokens)");
     const SessionParams sparams = session_params(margs);
     const int32_t n_ctx = std::min(ModelRunner::resolve_n_ctx(*L.model, sparams), std::max(1, L.model->hparams().n_ctx_train));
     if (static_cast<int64_t>(ids.size()) > n_ctx)
       throw ContextFullError(fmt::format("the prompt has {} tokens but the context holds {} (n_ctx); use -c to raise it",
                                          ids.size(), n_ctx));
+    // The sessions reserve their memory now, so an impossible -c fails before anything is printed.
+    std::optional<Session> plain_s, target_s, draft_s;
+    if (!D) {
+      plain_s.emplace(*L.model, *L.backend, sparams);
+    } else {
+      target_s.emplace(*L.model, *L.backend, sparams);
+      SessionParams dsp = sparams;
+      dsp.n_ctx = target_s->n_ctx();  // the draft follows the target's sequence
+      draft_s.emplace(*D->model, *L.backend, dsp);
+    }
     Sampler sampler(sp);
     GenerateParams gp;
     gp.n_predict = n_predict;
     gp.stop = stop;
+    gp.stop_at_eog = !ignore_eos;
     if (!json) {
       const auto& h = L.model->hparams();
       std::fprintf(stderr, "model: %s (%s, %d layers, n_embd %d) on %s, n_ctx %d, seed %llu\n", L.file->name().c_str(),
@@ -172,17 +210,14 @@ int generate_main(int argc, char** argv, const GenerateProgram& program) {
     GenerateResult r;
     SpeculativeStats st;
     if (!D) {
-      Session session(*L.model, *L.backend, sparams);
-      r = generate(session, tok, sampler, ids, gp, sink);
+      r = generate(*plain_s, tok, sampler, ids, gp, sink);
     } else {
-      Session target_s(*L.model, *L.backend, sparams);
-      SessionParams dsp = sparams;
-      dsp.n_ctx = target_s.n_ctx();  // the draft follows the target's sequence
-      Session draft_s(*D->model, *L.backend, dsp);
-      SpeculativeDecoder dec(target_s, draft_s, spec);  // load_draft checked the vocabularies
+      SpeculativeDecoder dec(*target_s, *draft_s, spec);  // load_draft checked the vocabularies
       r = dec.generate(tok, sampler, ids, gp, sink);
       st = dec.stats();
-    }  // the speculative sessions are freed before the baseline's
+      target_s.reset();  // the speculative sessions are freed before the baseline's
+      draft_s.reset();
+    }
 
     std::optional<GenerateResult> base;
     if (D && !no_baseline) {

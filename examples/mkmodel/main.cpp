@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
     p.seed = seed;
     p.n_threads = threads;
     p.stddev = stddev;
-    p.shape.validate();
+    p.shape.validate(quantize::row_block_for(p.target));
 
     std::fprintf(stderr, "minfer-mkmodel: %s (%s, %s params) as %s -> %s\n", p.shape.name.c_str(), p.shape.arch.c_str(),
                  quantize::size_label(p.shape.n_params()).c_str(), p.target.name.c_str(), out.c_str());

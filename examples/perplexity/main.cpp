@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -22,8 +24,13 @@ int main(int argc, char** argv) {
     examples::add_model_flags(app, margs);
     app.add_option("-f,--file", file, "text file to score")->required();
     app.add_option("--chunks", chunks, "max chunks to score (-1: all)");
-    app.get_option("--ctx-size")->check(CLI::Range(4, 1 << 24));  // a chunk scores n_ctx/2 - 1 tokens
-    MINFER_PARSE(app, argc, argv);
+    // A chunk scores n_ctx/2 - 1 tokens, so a chunk needs at least 4; 0 is the model's context.
+    app.get_option("--ctx-size")->check([](const std::string& v) -> std::string {
+      const long n = std::strtol(v.c_str(), nullptr, 10);
+      return n == 0 || (n >= 4 && n <= (1 << 24)) ? "" : "-c must be 0 (the model's context) or in [4, 16777216]";
+    });
+    examples::LlamaArgs av(argc, argv);
+    MINFER_PARSE(app, av.argc(), av.argv());
 
     std::ifstream in(file);
     if (!in) throw std::runtime_error(fmt::format("cannot read '{}'", file));
@@ -33,7 +40,7 @@ int main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     auto tokens = L.tok->encode(ss.str(), /*parse_special=*/false, L.tok->add_bos_default());
     auto sp = examples::session_params(margs);
-    if (sp.n_ctx <= 0) throw std::invalid_argument("-c must be positive for perplexity");
+    sp.n_ctx = std::min(ModelRunner::resolve_n_ctx(*L.model, sp), sp.n_ctx > 0 ? sp.n_ctx : std::max(1, L.model->hparams().n_ctx_train));  // -c 0: the model's context (capped by memory)
     ModelRunner runner(*L.model, *L.backend, perplexity_runner_params(sp.n_ctx, std::max(sp.n_batch, sp.n_ctx), sp.kv_type));
     std::fprintf(stderr, "%s: %zu tokens, n_ctx %d, scoring %d chunks on %s\n", file.c_str(), tokens.size(), sp.n_ctx,
                  chunks > 0 ? std::min<int>(chunks, static_cast<int>(tokens.size() / static_cast<size_t>(sp.n_ctx)))
@@ -47,6 +54,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "\n%lld tokens scored in %.1f s (%.0f tok/s evaluated)\n", static_cast<long long>(r.n_scored), s,
                  r.n_chunks * static_cast<double>(sp.n_ctx) / s);
     std::printf("PPL = %.4f +/- %.5f\n", r.ppl, r.ppl_stderr);
+    // A non-finite perplexity means broken numerics (NaN logits, a model that does not load
+    // right): an error, never a result.
+    if (!std::isfinite(r.ppl))
+      throw std::runtime_error(fmt::format("perplexity is {} (non-finite logits or log-likelihoods)", r.ppl));
     return 0;
   });
 }

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 
+#include "common/prompt.h"
 #include "server.h"
 
 using namespace minfer;
@@ -21,7 +22,9 @@ int main(int argc, char** argv) {
     app.add_option("--port", port, "port to listen on (0: any free port)")->check(CLI::Range(0, 65535));
     app.add_option("-n,--n-predict", sp.n_predict_default, "max_tokens when a request gives none");
     app.add_option("--alias", sp.model_name, "model id reported by the API");
-    MINFER_PARSE(app, argc, argv);
+    examples::add_chat_template_flag(app, sp.chat_template);
+    examples::LlamaArgs av(argc, argv);
+    MINFER_PARSE(app, av.argc(), av.argv());
     auto L = examples::load_model(margs);
     server::Server srv(L, examples::session_params(margs), sp);
     httplib::Server http;

@@ -2,16 +2,18 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
 
+#include "chat/tokenize_chat.h"
+#include "common/chat_json.h"
 #include "runtime/generate.h"
-#include "tokenizer/chat.h"
 
 namespace minfer::server {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;  // ordered: tool schemas reach the template in the client's key order
 
 struct Server::Job {
   std::vector<int32_t> prompt;
@@ -51,7 +53,10 @@ json error_body(const std::string& message, const char* type) {
 }  // namespace
 
 Server::Server(examples::Loaded& model, const SessionParams& sp, const ServerParams& p)
-    : m_(model), params_(p), session_(*model.model, *model.backend, sp) {
+    : m_(model),
+      params_(p),
+      template_(chat::select_chat_template(*model.tok, p.chat_template)),
+      session_(*model.model, *model.backend, sp) {
   if (params_.model_name.empty()) {
     params_.model_name = m_.model->hparams().name;
     if (params_.model_name.empty()) params_.model_name = std::filesystem::path(m_.file->name()).stem().string();
@@ -61,33 +66,51 @@ Server::Server(examples::Loaded& model, const SessionParams& sp, const ServerPar
 Server::Job Server::parse(const json& req, bool chat) const {
   if (!req.is_object()) throw BadRequest("the request body must be a JSON object");
   Job job;
-  std::string text;
   if (chat) {
     if (!req.contains("messages") || !req["messages"].is_array() || req["messages"].empty())
       throw BadRequest("'messages' must be a non-empty array");
-    std::vector<tokenizer::ChatMessage> msgs;
+    static const char* const kRoles[] = {"system", "developer", "user", "assistant", "tool", "function"};
     for (const auto& m : req["messages"]) {
-      if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content") ||
-          !m["content"].is_string())
-        throw BadRequest("each message needs string 'role' and 'content'");
-      msgs.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+      if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+        throw BadRequest("each message needs a string 'role'");
+      const std::string role = m["role"].get<std::string>();
+      if (std::none_of(std::begin(kRoles), std::end(kRoles), [&](const char* r) { return role == r; }))
+        throw BadRequest(fmt::format("unknown role '{}' (system, developer, user, assistant, tool or function)", role));
+      const bool has_calls = m.contains("tool_calls") && !m["tool_calls"].is_null();
+      if (!m.contains("content") && !has_calls) throw BadRequest("each message needs 'content' (or 'tool_calls')");
+      if (m.contains("content") && !m["content"].is_string() && !m["content"].is_array() && !m["content"].is_null())
+        throw BadRequest("'content' must be a string, an array of parts or null");
     }
-    auto opts = tokenizer::chat_options_for(m_.model->hparams().arch, m_.file->get_string_or("tokenizer.chat_template", ""));
-    opts.enable_thinking = field(req, "enable_thinking", true);
+    chat::ChatInputs in;
+    in.messages = examples::json_to_value(req["messages"]);  // every string is data: never a special token
+    if (req.contains("tools") && !req["tools"].is_null()) {
+      if (!req["tools"].is_array()) throw BadRequest("'tools' must be an array");
+      in.tools = examples::json_to_value(req["tools"]);
+    }
+    if (req.contains("enable_thinking") && !req["enable_thinking"].is_null()) in.enable_thinking = field(req, "enable_thinking", true);
+    if (req.contains("chat_template_kwargs") && !req["chat_template_kwargs"].is_null()) {
+      if (!req["chat_template_kwargs"].is_object()) throw BadRequest("'chat_template_kwargs' must be an object");
+      for (const auto& [k, v] : req["chat_template_kwargs"].items()) {
+        if (k == "enable_thinking" && v.is_boolean()) in.enable_thinking = v.get<bool>();
+        else in.extra.emplace_back(k, examples::json_to_value(v));
+      }
+    }
+    in.add_generation_prompt = field(req, "add_generation_prompt", true);
     try {
-      text = tokenizer::format_chatml(msgs, true, opts);
-    } catch (const std::invalid_argument& e) {
+      job.prompt = chat::tokenize_chat(*m_.tok, template_.render(in));
+    } catch (const std::exception& e) {  // the template refused the conversation, or bad UTF-8
       throw BadRequest(e.what());
     }
   } else {
     if (!req.contains("prompt") || !req["prompt"].is_string()) throw BadRequest("'prompt' must be a string");
-    text = req["prompt"].get<std::string>();
+    const std::string text = req["prompt"].get<std::string>();
     if (text.empty()) throw BadRequest("'prompt' is empty");
-  }
-  try {
-    job.prompt = m_.tok->encode(text, /*parse_special=*/chat, m_.tok->add_bos_default());
-  } catch (const std::invalid_argument& e) {
-    throw BadRequest(e.what());
+    try {
+      // As llama-server: special-token text in a raw prompt is parsed.
+      job.prompt = m_.tok->with_bos(m_.tok->encode(text, field(req, "parse_special", true)));
+    } catch (const std::invalid_argument& e) {
+      throw BadRequest(e.what());
+    }
   }
   if (job.prompt.empty()) throw BadRequest("the prompt encodes to no tokens");
   if (static_cast<int64_t>(job.prompt.size()) >= session_.n_ctx())
@@ -153,9 +176,14 @@ json Server::complete(const json& req, bool chat) {
   json choice = {{"index", 0}, {"finish_reason", finish_reason(r)}};
   if (chat) choice["message"] = {{"role", "assistant"}, {"content", r.text}};
   else choice["text"] = r.text;
-  return {{"id", new_id(chat ? "chatcmpl" : "cmpl")}, {"object", chat ? "chat.completion" : "text_completion"},
-          {"created", now_s()}, {"model", params_.model_name}, {"choices", json::array({choice})}, {"usage", usage},
-          {"timings", {{"prefill_tok_s", r.prefill_tok_s()}, {"decode_tok_s", r.decode_tok_s()}}}};
+  json out = {{"id", new_id(chat ? "chatcmpl" : "cmpl")}, {"object", chat ? "chat.completion" : "text_completion"},
+              {"created", now_s()}, {"model", params_.model_name}, {"choices", json::array({choice})}, {"usage", usage},
+              {"timings", {{"prefill_tok_s", r.prefill_tok_s()}, {"decode_tok_s", r.decode_tok_s()}}}};
+  if (field(req, "return_tokens", false)) {  // llama-server's "tokens", plus the prompt's ids
+    out["tokens"] = r.ids;
+    out["prompt_ids"] = r.prompt_ids;
+  }
+  return out;
 }
 
 void Server::install(httplib::Server& http) {

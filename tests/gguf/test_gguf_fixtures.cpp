@@ -136,6 +136,7 @@ TEST(GgufFixtures, RewriteReproducesTheFileByteForByte) {
     if (f.version() != 3) continue;
     Writer w;
     w.copy_kvs(f);
+    w.copy_layout(f);  // tensor-less files: padded (qwen-vocab, ggml) or not (llama3-vocab, gguf-py)
     for (const auto& t : f.tensors())
       w.add_tensor(t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims), t.data);
     const auto out = dir.path / p.filename();

@@ -35,6 +35,18 @@ TEST(QuantizeCli, QuantizesAndSummarizes) {
   EXPECT_EQ(f.get_u32("general.file_type"), 7u);
 }
 
+TEST(QuantizeCli, PositionalTypeAndThreadsAsLlamaQuantize) {
+  const auto in = fixture("qwen3-xs/qwen3-xs-f16.gguf");
+  if (in.empty()) GTEST_SKIP() << "fixtures not found under " << fixtures_dir();
+  TempPath out("cli-pos");
+  const auto r = run_command(kQuantize + " " + shell_quote(in.string()) + " " + shell_quote(out.str()) + " Q5_K_M 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(gguf::File(out.path()).get_u32("general.file_type"), 17u);  // LLAMA_FTYPE_MOSTLY_Q5_K_M
+  expect_error(run_command(kQuantize + " " + shell_quote(in.string()) + " " + shell_quote(out.str())), "target type");
+  expect_error(run_command(kQuantize + " " + shell_quote(in.string()) + " " + shell_quote(out.str()) + " Q8_0 --type Q4_0"),
+               "two target types");
+}
+
 TEST(QuantizeCli, BadInputExitsWithOne) {
   const auto in = fixture("qwen3-xs/qwen3-xs-f16.gguf");
   if (in.empty()) GTEST_SKIP() << "fixtures not found under " << fixtures_dir();

@@ -195,6 +195,24 @@ TEST(MkModel, NarrowRowsFallBackAndStillRun) {
   expect_forward_pass_works(file, {1, 2, 3, 4});
 }
 
+TEST(MkModel, FloatFilesTakeAnyRowLength) {
+  // Float files have no quantization blocks: n_embd 16 is fine in f32 and f16, refused for Q4_K_M.
+  ModelShape s = small_shape("qwen3", 16, false);
+  s.n_head = 2;
+  s.n_head_kv = 1;
+  s.head_dim = 8;
+  s.n_ff = 40;
+  for (const char* type : {"F32", "f16"}) {
+    TempPath out(std::string("mk-float-") + type);
+    quantize::make_model(make_params(s, type), out.path());
+    auto file = std::make_shared<const gguf::File>(out.path());
+    EXPECT_EQ(file->tensor("blk.0.ffn_down.weight").ne[0], 40);
+    expect_forward_pass_works(file, {1, 2, 3});
+  }
+  TempPath out("mk-float-q");
+  EXPECT_THROW(quantize::make_model(make_params(s, "Q4_K_M"), out.path()), std::invalid_argument);
+}
+
 TEST(MkModel, SameBytesForAnyThreadCountAndSeedMatters) {
   const ModelShape s = small_shape("qwen3", 256, false);
   TempPath a("mk-t1"), b("mk-t3"), c("mk-seed");

@@ -1,0 +1,79 @@
+// The syntax tree of a parsed template: expressions and statements, each with its source line
+// for error messages.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "chat/jinja/value.h"
+
+namespace minfer::jinja {
+
+struct Expr;
+using ExprPtr = std::unique_ptr<Expr>;
+
+struct Expr {
+  enum class Kind {
+    literal,    ///< value
+    name,       ///< name
+    list,       ///< items (tuple when is_tuple)
+    dict,       ///< items as key, value, key, value, ...
+    getattr,    ///< a.name
+    getitem,    ///< a[b]
+    slice,      ///< a[b:c:d] (missing parts are null)
+    call,       ///< a(items..., kw names = values)
+    filter,     ///< a | name(items..., kw)
+    test,       ///< a is [not] name(items...)
+    unary,      ///< op a: "not", "-", "+"
+    binary,     ///< a op b: + - * / // % ** ~ == != < <= > >= in "not in" and or
+    cond,       ///< b if a else c (c may be null)
+  };
+  Kind kind;
+  int line = 0;
+  Value value;
+  std::string name;  ///< name, attribute, filter, test or operator
+  bool negated = false;
+  bool is_tuple = false;
+  ExprPtr a, b, c;
+  std::vector<ExprPtr> items;          ///< positional arguments / elements
+  std::vector<std::string> kw_names;   ///< keyword argument names
+  std::vector<ExprPtr> kw_values;
+
+  Expr(Kind k, int l) : kind(k), line(l) {}
+};
+
+struct Stmt;
+using StmtPtr = std::unique_ptr<Stmt>;
+using Body = std::vector<StmtPtr>;
+
+struct Stmt {
+  enum class Kind {
+    text,       ///< text
+    output,     ///< {{ expr }}
+    if_,        ///< conds[i] -> bodies[i]; else_body
+    for_,       ///< for targets in expr [if filter] ... else ...
+    set,        ///< set targets = expr, or set ns.attr = expr (attr non-empty)
+    set_block,  ///< {% set name %}...{% endset %} with optional filters
+    macro,      ///< {% macro name(params) %}
+    filter_block,  ///< {% filter f %}...{% endfilter %}
+    break_,
+    continue_,
+  };
+  Kind kind;
+  int line = 0;
+  std::string text;
+  ExprPtr expr;                        ///< output / for iterable / set value
+  ExprPtr filter;                      ///< for ... if filter; set_block/filter_block: filter chain applied to a name placeholder
+  std::vector<std::string> targets;    ///< for / set names; macro parameter names
+  std::string attr;                    ///< set ns.attr
+  std::vector<ExprPtr> conds;          ///< if / elif conditions
+  std::vector<Body> bodies;            ///< if branches; for/macro/set_block/filter_block body at [0]
+  Body else_body;
+  std::vector<ExprPtr> defaults;       ///< macro parameter defaults (null: required)
+  bool recursive = false;
+
+  Stmt(Kind k, int l) : kind(k), line(l) {}
+};
+
+}  // namespace minfer::jinja

@@ -1,0 +1,24 @@
+// The `tojson` filter as Hugging Face defines it for chat templates: Python's
+// json.dumps(value, ensure_ascii=False, indent=indent, separators=separators,
+// sort_keys=sort_keys) — not Jinja2's HTML-escaping tojson.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "chat/jinja/value.h"
+
+namespace minfer::jinja {
+
+struct JsonOptions {
+  std::optional<std::string> indent;  ///< absent: one line; an int n becomes n spaces
+  std::string item_sep = ", ";        ///< json.dumps default (", " without indent, "," with)
+  std::string key_sep = ": ";
+  bool sort_keys = false;
+};
+
+/// Serializes `v`; string bytes keep their taint (escapes of tainted characters are tainted).
+/// Throws TemplateError for values JSON cannot hold (undefined, functions).
+Text to_json(const Value& v, const JsonOptions& opt = {});
+
+}  // namespace minfer::jinja

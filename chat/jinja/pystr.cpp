@@ -1,0 +1,304 @@
+#include "chat/jinja/pystr.h"
+
+#include <utf8proc.h>
+
+namespace minfer::jinja::pystr {
+namespace {
+
+// Length of the UTF-8 sequence starting with byte c (1 for ill-formed lead bytes).
+size_t seq_len(const std::string& s, size_t i) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 1;
+  if (i + n > s.size()) return 1;
+  for (size_t k = 1; k < n; ++k)
+    if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 1;
+  return n;
+}
+
+char32_t decode(const std::string& s, size_t i, size_t n) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  if (n == 1) return c;
+  char32_t cp = c & (0xFF >> (n + 1));
+  for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+  return cp;
+}
+
+std::string encode(char32_t cp) {
+  std::string out;
+  if (cp < 0x80) out += static_cast<char>(cp);
+  else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+  return out;
+}
+
+// Python's str.isspace set (bidirectional class WS/B/S or category Zs).
+bool is_py_space(char32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+struct Char {
+  size_t pos, len;
+  char32_t cp;
+};
+
+std::vector<Char> scan(const std::string& s) {
+  std::vector<Char> out;
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = seq_len(s, i);
+    out.push_back({i, n, decode(s, i, n)});
+    i += n;
+  }
+  return out;
+}
+
+// Applies a per-code-point mapping, keeping each character's taint on its output bytes.
+template <class F>
+Text map_chars(const Text& t, F f) {
+  Text out;
+  const auto cs = scan(t.s);
+  for (size_t k = 0; k < cs.size(); ++k) {
+    const Char& c = cs[k];
+    const std::string piece = c.len == 1 && c.cp >= 0x80 ? t.s.substr(c.pos, 1) : encode(f(c.cp, k, cs));
+    out.append_tainted(piece, t.tainted_at(c.pos));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<Text> chars(const Text& t) {
+  std::vector<Text> out;
+  for (const Char& c : scan(t.s)) out.push_back(t.substr(c.pos, c.len));
+  return out;
+}
+
+size_t length(const Text& t) { return scan(t.s).size(); }
+
+Text strip(const Text& t, const std::optional<std::string>& set, bool left, bool right) {
+  const auto cs = scan(t.s);
+  std::vector<char32_t> strip_set;
+  if (set)
+    for (const Char& c : scan(*set)) strip_set.push_back(c.cp);
+  auto strippable = [&](char32_t cp) {
+    if (!set) return is_py_space(cp);
+    for (char32_t x : strip_set)
+      if (x == cp) return true;
+    return false;
+  };
+  size_t a = 0, b = cs.size();
+  if (left)
+    while (a < b && strippable(cs[a].cp)) ++a;
+  if (right)
+    while (b > a && strippable(cs[b - 1].cp)) --b;
+  if (a == b) return Text();
+  const size_t from = cs[a].pos, to = cs[b - 1].pos + cs[b - 1].len;
+  return t.substr(from, to - from);
+}
+
+std::vector<Text> split(const Text& t, const std::optional<std::string>& sep, int64_t maxsplit, bool from_right) {
+  std::vector<Text> out;
+  if (sep) {
+    if (sep->empty()) throw TemplateError("empty separator");
+    if (!from_right) {
+      size_t start = 0;
+      int64_t n = 0;
+      while (maxsplit < 0 || n < maxsplit) {
+        const size_t at = t.s.find(*sep, start);
+        if (at == std::string::npos) break;
+        out.push_back(t.substr(start, at - start));
+        start = at + sep->size();
+        ++n;
+      }
+      out.push_back(t.substr(start));
+      return out;
+    }
+    size_t end = t.s.size();
+    int64_t n = 0;
+    std::vector<Text> rev;
+    while (maxsplit < 0 || n < maxsplit) {
+      if (end < sep->size()) break;
+      const size_t at = t.s.rfind(*sep, end - sep->size());
+      if (at == std::string::npos) break;
+      rev.push_back(t.substr(at + sep->size(), end - at - sep->size()));
+      end = at;
+      ++n;
+    }
+    rev.push_back(t.substr(0, end));
+    return {rev.rbegin(), rev.rend()};
+  }
+  // Whitespace split: runs of whitespace separate, leading/trailing whitespace ignored.
+  const auto cs = scan(t.s);
+  if (!from_right) {
+    size_t k = 0;
+    int64_t n = 0;
+    while (k < cs.size()) {
+      while (k < cs.size() && is_py_space(cs[k].cp)) ++k;
+      if (k == cs.size()) break;
+      if (maxsplit >= 0 && n == maxsplit) {
+        // Python keeps the rest as it is, trailing whitespace included.
+        out.push_back(t.substr(cs[k].pos));
+        return out;
+      }
+      const size_t a = k;
+      while (k < cs.size() && !is_py_space(cs[k].cp)) ++k;
+      out.push_back(t.substr(cs[a].pos, (k < cs.size() ? cs[k].pos : t.s.size()) - cs[a].pos));
+      ++n;
+    }
+    return out;
+  }
+  std::vector<Text> rev;
+  size_t k = cs.size();
+  int64_t n = 0;
+  while (k > 0) {
+    while (k > 0 && is_py_space(cs[k - 1].cp)) --k;
+    if (k == 0) break;
+    if (maxsplit >= 0 && n == maxsplit) {
+      rev.push_back(t.substr(0, cs[k - 1].pos + cs[k - 1].len));
+      break;
+    }
+    const size_t b = k;
+    while (k > 0 && !is_py_space(cs[k - 1].cp)) --k;
+    rev.push_back(t.substr(cs[k].pos, cs[b - 1].pos + cs[b - 1].len - cs[k].pos));
+    ++n;
+  }
+  return {rev.rbegin(), rev.rend()};
+}
+
+std::vector<Text> splitlines(const Text& t) {
+  std::vector<Text> out;
+  const auto cs = scan(t.s);
+  size_t start = 0;
+  for (size_t k = 0; k < cs.size(); ++k) {
+    const char32_t c = cs[k].cp;
+    const bool br = c == '\n' || c == '\r' || c == 0x0B || c == 0x0C || c == 0x1C || c == 0x1D || c == 0x1E ||
+                    c == 0x85 || c == 0x2028 || c == 0x2029;
+    if (!br) continue;
+    out.push_back(t.substr(start, cs[k].pos - start));
+    size_t next = cs[k].pos + cs[k].len;
+    if (c == '\r' && k + 1 < cs.size() && cs[k + 1].cp == '\n') {
+      ++k;
+      next = cs[k].pos + 1;
+    }
+    start = next;
+  }
+  if (start < t.s.size()) out.push_back(t.substr(start));
+  return out;
+}
+
+Text replace(const Text& t, const std::string& old, const Text& repl, int64_t count) {
+  Text out;
+  if (old.empty()) {
+    // Python inserts the replacement between every character (and at both ends).
+    const auto cs = chars(t);
+    int64_t n = 0;
+    for (const Text& c : cs) {
+      if (count < 0 || n < count) {
+        out.append(repl);
+        ++n;
+      }
+      out.append(c);
+    }
+    if (count < 0 || n < count) out.append(repl);
+    return out;
+  }
+  size_t start = 0;
+  int64_t n = 0;
+  while (count < 0 || n < count) {
+    const size_t at = t.s.find(old, start);
+    if (at == std::string::npos) break;
+    out.append(t.substr(start, at - start));
+    out.append(repl);
+    start = at + old.size();
+    ++n;
+  }
+  out.append(t.substr(start));
+  return out;
+}
+
+// Python's str.upper/lower use the full case mappings of SpecialCasing.txt; these are its
+// unconditional ones for Latin text (ß -> SS, the ﬀ..ﬆ ligatures, İ -> i̇). Other characters take
+// their simple mapping (utf8proc).
+const char* special_upper(char32_t c) {
+  switch (c) {
+    case 0xDF: return "SS";
+    case 0xFB00: return "FF";
+    case 0xFB01: return "FI";
+    case 0xFB02: return "FL";
+    case 0xFB03: return "FFI";
+    case 0xFB04: return "FFL";
+    case 0xFB05:
+    case 0xFB06: return "ST";
+    case 0x149: return "\u02bcN";
+    default: return nullptr;
+  }
+}
+
+Text upper(const Text& t) {
+  Text out;
+  for (const Char& c : scan(t.s)) {
+    const bool taint = t.tainted_at(c.pos);
+    if (const char* sp = special_upper(c.cp)) out.append_tainted(sp, taint);
+    else if (c.len == 1 && c.cp >= 0x80) out.append_tainted(t.s.substr(c.pos, 1), taint);
+    else out.append_tainted(encode(static_cast<char32_t>(utf8proc_toupper(static_cast<utf8proc_int32_t>(c.cp)))), taint);
+  }
+  return out;
+}
+
+Text lower(const Text& t) {
+  return map_chars(t, [](char32_t c, size_t, const auto&) { return static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))); });
+}
+
+Text capitalize(const Text& t) {
+  return map_chars(t, [](char32_t c, size_t k, const auto&) {
+    const auto x = static_cast<utf8proc_int32_t>(c);
+    return static_cast<char32_t>(k == 0 ? utf8proc_totitle(x) : utf8proc_tolower(x));
+  });
+}
+
+Text title(const Text& t) {
+  // Python: a letter after a non-cased character starts a word (uppercased), others lowercase.
+  return map_chars(t, [](char32_t c, size_t k, const std::vector<Char>& cs) {
+    const auto x = static_cast<utf8proc_int32_t>(c);
+    bool prev_cased = false;
+    if (k > 0) {
+      const auto p = static_cast<utf8proc_int32_t>(cs[k - 1].cp);
+      prev_cased = utf8proc_tolower(p) != p || utf8proc_toupper(p) != p;
+    }
+    return static_cast<char32_t>(prev_cased ? utf8proc_tolower(x) : utf8proc_totitle(x));
+  });
+}
+
+int64_t find(const Text& t, const std::string& sub, bool from_right) {
+  const size_t at = from_right ? t.s.rfind(sub) : t.s.find(sub);
+  if (at == std::string::npos) return -1;
+  return static_cast<int64_t>(length(t.substr(0, at)));
+}
+
+int64_t count(const Text& t, const std::string& sub) {
+  if (sub.empty()) return static_cast<int64_t>(length(t)) + 1;
+  int64_t n = 0;
+  for (size_t at = t.s.find(sub); at != std::string::npos; at = t.s.find(sub, at + sub.size())) ++n;
+  return n;
+}
+
+bool isspace(const Text& t) {
+  const auto cs = scan(t.s);
+  if (cs.empty()) return false;
+  for (const Char& c : cs)
+    if (!is_py_space(c.cp)) return false;
+  return true;
+}
+
+}  // namespace minfer::jinja::pystr

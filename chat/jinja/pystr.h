@@ -1,0 +1,39 @@
+// Python str semantics on tainted UTF-8 Text: code-point indexing, whitespace (str.isspace's
+// set), strip/split/replace/case mapping. Each output byte keeps the taint of the input bytes it
+// came from; text the caller supplies (a replacement, a separator) keeps its own mask.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "chat/jinja/value.h"
+
+namespace minfer::jinja::pystr {
+
+/// The characters (code points) of `t`, one Text each. Ill-formed bytes count as one character.
+std::vector<Text> chars(const Text& t);
+/// Number of code points.
+size_t length(const Text& t);
+
+/// str.strip / lstrip / rstrip: `chars` absent strips Unicode whitespace.
+Text strip(const Text& t, const std::optional<std::string>& chars, bool left, bool right);
+/// str.split(sep, maxsplit) (sep absent: runs of whitespace, no empty pieces); rsplit when
+/// `from_right`.
+std::vector<Text> split(const Text& t, const std::optional<std::string>& sep, int64_t maxsplit, bool from_right = false);
+/// str.splitlines() without keepends.
+std::vector<Text> splitlines(const Text& t);
+/// str.replace(old, new, count); count < 0: all.
+Text replace(const Text& t, const std::string& old, const Text& repl, int64_t count);
+/// str.upper / lower / title / capitalize (simple case mapping per code point).
+Text upper(const Text& t);
+Text lower(const Text& t);
+Text title(const Text& t);
+Text capitalize(const Text& t);
+/// str.find / rfind in code points; -1 when absent.
+int64_t find(const Text& t, const std::string& sub, bool from_right);
+/// str.count(sub).
+int64_t count(const Text& t, const std::string& sub);
+/// True when every character is whitespace (and there is at least one).
+bool isspace(const Text& t);
+
+}  // namespace minfer::jinja::pystr

@@ -1,0 +1,192 @@
+// The engine on small templates, one construct family each, against python3-jinja2 (the
+// oracle renders the same template with the same variables), and the errors for what it does
+// not run: they name the construct and the line.
+#include <gtest/gtest.h>
+
+#include "chat/jinja/template.h"
+#include "common/chat_json.h"
+#include "oracle.h"
+
+namespace minfer::test {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+using jinja::Template;
+using jinja::TemplateError;
+
+std::string render(const std::string& tpl, const ojson& vars) {
+  Template t(tpl);
+  jinja::Value ctx = jinja::Value::new_dict();
+  for (const auto& [k, v] : vars.items()) ctx.dict->set(k, examples::json_to_value(v));
+  return t.render(ctx).s;
+}
+
+// Each template, rendered with each variable set, must equal jinja2's output (or both fail).
+void expect_like_jinja2(const std::string& tpl, const std::vector<ojson>& var_sets) {
+  const std::string date = today();  // strftime_now: compare only within one day
+  const auto want = oracle_render(tpl, var_sets);
+  for (size_t k = 0; k < var_sets.size(); ++k) {
+    SCOPED_TRACE("template: " + tpl + "\nvars: " + var_sets[k].dump());
+    std::string got, err;
+    bool ok = true;
+    try {
+      got = render(tpl, var_sets[k]);
+    } catch (const TemplateError& e) {
+      ok = false;
+      err = e.what();
+    }
+    if (today() != date) return;
+    if (!want[k].ok) {
+      EXPECT_FALSE(ok) << "jinja2 refused (" << want[k].error << ") but minfer rendered: " << got;
+      continue;
+    }
+    ASSERT_TRUE(ok) << "minfer refused: " << err;
+    EXPECT_EQ(got, want[k].text);
+  }
+}
+
+#define NEED_ORACLE() \
+  if (!oracle_available()) GTEST_SKIP() << "python3-jinja2 is not installed (scripts/setup.sh installs it)"
+
+const ojson kVars = ojson::parse(R"({
+  "s": "  Hello, World  ", "u": "ünï ẞ straße", "n": 7, "neg": -7, "f": 2.5, "big": 1e16, "small": 0.0001, "tiny": 1e-05,
+  "t": true, "nothing": null, "empty": "", "l": [3, 1, 2], "names": ["b", "A", "c"],
+  "d": {"z": 1, "a": {"items": "key named items", "x": [1, 2]}, "m": "text"},
+  "people": [{"name": "Ann", "age": 30, "admin": true}, {"name": "bob", "age": 25, "admin": false}, {"name": "Cy", "age": 41}],
+  "nl": "line one\nline two\n\nline four"
+})");
+
+TEST(Jinja, WhitespaceControlAndTrimLstripBlocks) {
+  NEED_ORACLE();
+  expect_like_jinja2("a\n  {% if t %}\n    b\n  {% endif %}\nc\n", {kVars});
+  expect_like_jinja2("a  {%- if t -%}  b  {%- endif -%}  c", {kVars});
+  expect_like_jinja2("x {{- s -}} y\n{{ n }}\n\n{# comment #}\n  {#- dashed -#}  z", {kVars});
+  expect_like_jinja2("{% for x in l %}\n  {{ x }}\n{% endfor %}\n{%+ if t %}kept indent{% endif %}\n   {% if t +%}\nno trim{% endif %}", {kVars});
+  expect_like_jinja2("  {% if t %}at start{% endif %}\n\t{% if t %}tab{% endif %} {{ n }} {% if t %}mid{% endif %}", {kVars});
+}
+
+TEST(Jinja, ForLoopsAndLoopVariables) {
+  NEED_ORACLE();
+  expect_like_jinja2(
+      "{% for x in l %}{{ loop.index }}{{ loop.index0 }}{{ loop.revindex }}{{ loop.revindex0 }}{{ loop.first }}{{ loop.last }}"
+      "{{ loop.length }}{{ loop.previtem }}{{ loop.nextitem }}{{ loop.cycle('a', 'b') }}|{% endfor %}",
+      {kVars});
+  expect_like_jinja2("{% for x in [] %}no{% else %}empty{% endfor %}{% for k in d %}{{ k }}{% endfor %}", {kVars});
+  expect_like_jinja2("{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}{% for c in 'añ' %}[{{ c }}]{% endfor %}", {kVars});
+  expect_like_jinja2("{% for x in l if x > 1 %}{{ x }}{{ loop.index }}{{ loop.last }}{% endfor %}", {kVars});
+  expect_like_jinja2("{% for x in l %}{% if x == 1 %}{% continue %}{% endif %}{% if x == 2 %}{% break %}{% endif %}{{ x }}{% endfor %}", {kVars});
+  expect_like_jinja2("{% for a in l %}{% set outer = loop %}{% for b in names %}{{ outer.index }}{{ loop.index }} {% endfor %}{% endfor %}", {kVars});
+  expect_like_jinja2("{% set x = 1 %}{% for i in l %}{% set x = i %}{% endfor %}{{ x }}", {kVars});  // no leak
+}
+
+TEST(Jinja, SetNamespaceMacrosAndBlocks) {
+  NEED_ORACLE();
+  expect_like_jinja2("{% set ns = namespace(c=0, s='') %}{% for x in l %}{% set ns.c = ns.c + x %}{% set ns.s = ns.s ~ x %}{% endfor %}{{ ns.c }} {{ ns.s }}", {kVars});
+  expect_like_jinja2("{% set a, b = [1, 2] %}{{ a }}{{ b }}{% set t2 = 1, 'x' %}{{ t2 }}", {kVars});
+  expect_like_jinja2("{% set block %}\n  inner {{ n }}\n{% endset %}[{{ block }}]{% set up | upper %}shout{% endset %}{{ up }}", {kVars});
+  expect_like_jinja2("{% filter upper %}up {{ s }}{% endfilter %}", {kVars});
+  expect_like_jinja2(
+      "{% macro greet(name, punct='!', times=1) -%}{{ ('hi ' ~ name ~ punct) * times }}{%- endmacro %}"
+      "{{ greet('a') }}|{{ greet('b', '?') }}|{{ greet(name='c', times=2) }}",
+      {kVars});
+  expect_like_jinja2("{% macro fact(k) %}{% if k <= 1 %}1{% else %}{{ k * fact(k - 1) | int }}{% endif %}{% endmacro %}{{ fact(5) }}", {kVars});
+  expect_like_jinja2("{% macro m() %}{{ n }}{% set n = 3 %}{{ n }}{% endmacro %}{{ m() }}{{ n }}", {kVars});
+}
+
+TEST(Jinja, Filters) {
+  NEED_ORACLE();
+  expect_like_jinja2("[{{ s|trim }}][{{ s|trim('H ') }}][{{ s|upper }}][{{ s|lower }}][{{ u|upper }}][{{ s|capitalize }}][{{ 'hello wORLD x2y'|title }}]", {kVars});
+  expect_like_jinja2("{{ l|length }}{{ s|length }}{{ u|length }}{{ d|length }}{{ missing|length }}{{ l|count }}", {kVars});
+  expect_like_jinja2("{{ d|tojson }}|{{ people|tojson(indent=2) }}|{{ 'q\"\\n\\t\u0001é'|tojson }}|{{ [f, big, small, tiny, nothing, t]|tojson }}", {kVars});
+  expect_like_jinja2("{{ d|tojson(sort_keys=true) }}{{ l|tojson(separators=(',', ':')) }}{{ d|tojson(indent='\\t') }}", {kVars});
+  expect_like_jinja2("{{ d|items|list }}{{ l|list }}{{ 'ab'|list }}{{ l|first }}{{ l|last }}{{ 'xyz'|first }}{{ []|first }}", {kVars});
+  expect_like_jinja2("{{ names|join }}|{{ names|join(', ') }}|{{ people|join('/', attribute='name') }}|{{ l|join('-') }}", {kVars});
+  expect_like_jinja2("{{ missing|default('dflt') }}|{{ empty|default('dflt') }}|{{ empty|default('dflt', true) }}|{{ nothing|d('x') }}", {kVars});
+  expect_like_jinja2("{{ s|replace('l', 'L') }}{{ s|replace('l', 'L', 2) }}{{ n|string ~ 'x' }}{{ '42'|int + 1 }}{{ 'x'|int }}{{ '2.5'|float }}{{ 3|float }}", {kVars});
+  expect_like_jinja2("{{ nl|indent }}|{{ nl|indent(2, true) }}|{{ nl|indent('> ', blank=true) }}", {kVars});
+  expect_like_jinja2(
+      "{{ people|selectattr('admin')|map(attribute='name')|list }}{{ people|rejectattr('admin')|map(attribute='name')|join }}"
+      "{{ people|selectattr('age', 'gt', 26)|list|length }}{{ people|selectattr('admin', 'defined')|list|length }}"
+      "{{ l|select('odd')|list }}{{ l|reject('odd')|list }}{{ names|map('upper')|list }}",
+      {kVars});
+  expect_like_jinja2("{{ names|sort }}{{ names|sort(case_sensitive=true) }}{{ l|sort(reverse=true) }}{{ people|sort(attribute='age')|map(attribute='name')|list }}", {kVars});
+  expect_like_jinja2("{{ ['a','A','b']|unique|list }}{{ d|dictsort }}{{ l|sum }}{{ people|sum(attribute='age') }}{{ l|reverse|list }}{{ 'abc'|reverse }}", {kVars});
+  expect_like_jinja2("{{ 2.567|round(2) }}{{ 2.5|round }}{{ neg|abs }}{{ f|abs }}{{ s|wordcount }}{{ l|max }}{{ l|min }}{{ s|safe }}{{ d.a|attr('x') }}", {kVars});
+}
+
+TEST(Jinja, TestsOperatorsAndMethods) {
+  NEED_ORACLE();
+  expect_like_jinja2(
+      "{{ s is string }}{{ l is string }}{{ d is mapping }}{{ l is iterable }}{{ n is iterable }}{{ missing is iterable }}"
+      "{{ missing is defined }}{{ n is defined }}{{ nothing is none }}{{ n is number }}{{ f is integer }}{{ n is integer }}"
+      "{{ t is boolean }}{{ t is true }}{{ n is odd }}{{ n is even }}{{ 9 is divisibleby 3 }}{{ n is not none }}"
+      "{{ l is sequence }}{{ 'ab' is lower }}{{ 'AB' is upper }}{{ n is eq 7 }}{{ n is sameas 7 }}{{ 'a' is in 'cat' }}",
+      {kVars});
+  expect_like_jinja2(
+      "{{ 7 // 2 }}{{ -7 // 2 }}{{ 7 % 3 }}{{ -7 % 3 }}{{ 7 / 2 }}{{ 2 ** 10 }}{{ 1 + 2 * 3 }}{{ (1 + 2) * 3 }}{{ 'ab' * 3 }}"
+      "{{ 1 ~ 2 ~ 'x' }}{{ 0.1 + 0.2 }}{{ 1 == 1.0 }}{{ true == 1 }}{{ 'b' > 'a' }}{{ [1, 2] < [1, 3] }}{{ -n }}{{ not t }}"
+      "{{ 'x' if t else 'y' }}{{ 'x' if not t else 'y' }}[{{ 'x' if not t }}]{{ t and 'yes' }}{{ nothing or 'dflt' }}",
+      {kVars});
+  expect_like_jinja2(
+      "{{ 'ell' in s }}{{ 'zz' not in s }}{{ 1 in l }}{{ 'z' in d }}{{ 'q' in d }}{{ 3 in [1, 2] }}"
+      "{{ l[0] }}{{ l[-1] }}{{ l[1:] }}{{ l[::-1] }}{{ l[:-1] }}{{ s[2:7] }}{{ u[1:4] }}{{ u[::-1] }}{{ l[5] }}{{ d['a']['x'][1] }}",
+      {kVars});
+  expect_like_jinja2(
+      "{{ s.strip() }}|{{ s.lstrip() }}|{{ s.rstrip() }}|{{ s.strip(' H') }}|{{ s.upper() }}|{{ s.lower() }}|{{ s.title() }}"
+      "|{{ s.startswith('  He') }}{{ s.endswith(('x', '  ')) }}|{{ s.split(',') }}|{{ s.split() }}|{{ 'a,b,c'.split(',', 1) }}"
+      "|{{ 'a,b,c'.rsplit(',', 1) }}|{{ s.replace('o', '0') }}|{{ s.find('o') }}{{ s.rfind('o') }}{{ s.find('zz') }}|{{ s.count('l') }}"
+      "|{{ '-'.join(names) }}|{{ nl.splitlines() }}|{{ 'x  y'.split(' ') }}|{{ u.find('ẞ') }}",
+      {kVars});
+  expect_like_jinja2(
+      "{{ d.get('z') }}{{ d.get('q', 'none') }}{{ d.get('q') }}{{ d.keys()|list }}{{ d.values()|list|length }}{{ d.a.items is callable }}"
+      "{{ d['a']['items'] }}{{ d.m }}{{ d.nothere }}{{ l.index(2) }}{{ l.count(3) }}",
+      {kVars});
+  expect_like_jinja2("{{ n }} {{ f }} {{ big }} {{ small }} {{ tiny }} {{ 1e100 }} {{ 123456789.125 }} {{ 3.0 }} {{ nothing }} {{ t }} {{ l }} {{ d }} {{ people[0] }} {{ (1,) }} {{ (1, 'a') }} {{ [\"it's\"] }}", {kVars});
+  expect_like_jinja2("{{ range(3)|list }}{{ range(1, 7, 2)|list }}{{ range(5, 0, -2)|list }}{{ dict(a=1, b='x') }}", {kVars});
+  expect_like_jinja2("{{ raise_exception('no way') }}", {kVars});
+  expect_like_jinja2("{{ missing.attr }}", {kVars});
+  expect_like_jinja2("{{ missing + 1 }}", {kVars});
+  expect_like_jinja2("{{ 'a' + 1 }}", {kVars});
+  expect_like_jinja2("{{ strftime_now('%Y-%m-%d') }} {{ nothing.x }}|{{ missing }}|{{ missing ~ 'x' }}", {kVars});
+}
+
+// What the engine does not run is refused when the template is loaded, naming the construct and
+// the line; runtime errors name the line too.
+TEST(Jinja, UnsupportedConstructsAreClearErrors) {
+  auto parse_error = [](const std::string& tpl) {
+    try {
+      Template t(tpl);
+    } catch (const TemplateError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(parse_error("a\nb\n{% include 'x.j2' %}"),
+            "chat template line 3: unsupported statement 'include' (supported: if, for, set, macro, filter, break, continue)");
+  EXPECT_EQ(parse_error("{{ x | xmlattr }}"), "chat template line 1: unsupported filter 'xmlattr'");
+  EXPECT_EQ(parse_error("\n{% if x is prime %}{% endif %}"), "chat template line 2: unsupported test 'prime'");
+  EXPECT_EQ(parse_error("{% if x %}never closed"), "chat template line 1: unexpected end of template, expected 'elif' or 'else' or 'endif'");
+  EXPECT_EQ(parse_error("{{ x "), "chat template line 1: unterminated '{{'");
+  EXPECT_EQ(parse_error("{% for x in y recursive %}{% endfor %}"), "chat template line 1: unsupported: recursive for loops");
+  EXPECT_EQ(parse_error("{% endfor %}"), "chat template line 1: unexpected 'endfor' (no open block it closes)");
+  EXPECT_EQ(parse_error("{% break %}"), "chat template line 1: 'break' outside a for loop");
+  EXPECT_EQ(parse_error("{{ 'unterminated }}"), "chat template line 1: unterminated string literal");
+  EXPECT_EQ(parse_error("{% raw %}x{% endraw %}"),
+            "chat template line 1: unsupported statement 'raw' (supported: if, for, set, macro, filter, break, continue)");
+  auto run_error = [](const std::string& tpl) {
+    try {
+      render(tpl, ojson::object());
+    } catch (const TemplateError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(run_error("\n\n{{ raise_exception('roles must alternate') }}"), "chat template line 3: raise_exception: roles must alternate");
+  EXPECT_EQ(run_error("{{ m.content }}"), "chat template line 1: 'm' is undefined (taking its attribute 'content')");
+  EXPECT_EQ(run_error("{{ [1].append(2) }}"),
+            "chat template line 1: unsupported: .append() (templates cannot modify lists or dicts, as in Hugging Face's sandbox)");
+  EXPECT_EQ(run_error("{{ 'x' % 3 }}"), "chat template line 1: unsupported: printf-style string formatting with '%'");
+}
+
+}  // namespace
+}  // namespace minfer::test
