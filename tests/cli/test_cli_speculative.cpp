@@ -79,7 +79,7 @@ TEST(CliSpeculative, GenerateWithADraftPrintsTheGenerateJsonPlusSpeculativeStats
   EXPECT_EQ(drafting, rounds - s.at("depth_hist")[0].get<int64_t>());
   ASSERT_GT(drafting, 0);  // the policy drafts in the first rounds to measure
   EXPECT_NEAR(s.at("mean_accepted_length").get<double>(), static_cast<double>(accepted) / static_cast<double>(drafting), 1e-9);
-  EXPECT_EQ(s.at("draft_max").get<int>(), 15);  // the CUDA batch-invariance limit
+  EXPECT_EQ(s.at("draft_max").get<int>(), 7);  // a verify of 8 rows: the CUDA batch-invariance limit
   EXPECT_TRUE(s.at("adaptive").get<bool>());
   EXPECT_NE(s.at("draft").get<std::string>().find("qwen3-xs-Q8_0"), std::string::npos);
   EXPECT_TRUE(s.contains("mean_draft_depth"));
