@@ -24,6 +24,8 @@
 //   the four queries of a warp processed together); other head dims a generic one. SIMT f32
 //   throughout: a tensor-core version is future work.
 // Scores, softmax and accumulation are f32 throughout.
+#include <mma.h>
+
 #include <algorithm>
 #include <string>
 
@@ -233,14 +235,18 @@ __global__ void __launch_bounds__(32 * kSplitWarps) attn_split_kernel(TD q, TD k
 // ---------------------------------------------------------------- GQA-batched split-KV decode
 //
 // The decode step reads every cached key and value once per token, so the kernel's job is to
-// stream K/V at bandwidth. One block serves one KV head and all `group` query heads that share it
-// (each K/V row is loaded once, not `group` times), its warps take interleaved keys of the
-// block's split, lane l owns head-dim elements [l*E, l*E + E) (one vector load per row), and two
-// keys are in flight per iteration. attn_combine_kernel then merges the splits of every query
-// head in parallel. Used for head dims 64/128/256 and group <= kGqaMax.
+// stream K/V at bandwidth with many bytes in flight. One block serves one KV head and all `group`
+// query heads that share it (each K/V row is loaded once, not `group` times). Its warps take
+// 32-key chunks of the block's split in turn. For the scores lane l owns key l of the chunk and
+// dots the whole K row (16-byte loads, all issued before use) with every query head of the group
+// (kept pre-scaled in shared memory, read as broadcasts), so the online softmax needs one warp
+// max and one warp sum per head per chunk instead of a reduction per key; for P·V lane l owns
+// head-dim elements [l*E, l*E + E) and walks the chunk's V rows (coalesced). attn_combine_kernel
+// then merges the splits of every query head in parallel. Head dims 64/128/256, group <= kGqaMax.
 
 constexpr int kGqaWarps = 4;
 constexpr int kGqaMax = 8;
+constexpr int kChunkKeys = 32;  // one key per lane
 
 template <int E, DType T>
 __device__ __forceinline__ void load_row(const char* row, int lane, float (&x)[E]) {
@@ -255,6 +261,10 @@ __device__ __forceinline__ void load_row(const char* row, int lane, float (&x)[E
       x[4 * c + 2] = b.x;
       x[4 * c + 3] = b.y;
     }
+  } else if constexpr (T == DType::F16 && E == 2) {
+    const float2 a = __half22float2(*reinterpret_cast<const __half2*>(row + lane * 4));
+    x[0] = a.x;
+    x[1] = a.y;
   } else if constexpr (T == DType::F32 && E % 4 == 0) {
 #pragma unroll
     for (int c = 0; c < E / 4; ++c) {
@@ -270,12 +280,38 @@ __device__ __forceinline__ void load_row(const char* row, int lane, float (&x)[E
   }
 }
 
+// Elements [8c, 8c + 8) of a K row as f32.
+template <DType T>
+__device__ __forceinline__ void load8(const char* row, int c, float (&x)[8]) {
+  if constexpr (T == DType::F16) {
+    const uint4 u = *reinterpret_cast<const uint4*>(row + c * 16);
+    const __half2* h = reinterpret_cast<const __half2*>(&u);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 f = __half22float2(h[i]);
+      x[2 * i] = f.x;
+      x[2 * i + 1] = f.y;
+    }
+  } else if constexpr (T == DType::F32) {
+    const float4 a = *reinterpret_cast<const float4*>(row + c * 32), b = *reinterpret_cast<const float4*>(row + c * 32 + 16);
+    x[0] = a.x; x[1] = a.y; x[2] = a.z; x[3] = a.w;
+    x[4] = b.x; x[5] = b.y; x[6] = b.z; x[7] = b.w;
+  } else {  // q8_0: 8 quants of one block (34 bytes: f16 scale, 32 int8), 2-byte aligned
+    const char* blk = row + (c >> 2) * 34;
+    const float d = __half2float(*reinterpret_cast<const __half*>(blk));
+    const int8_t* qv = reinterpret_cast<const int8_t*>(blk + 2 + (c & 3) * 8);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) x[i] = static_cast<float>(qv[i]) * d;
+  }
+}
+
 template <int D, DType KT, DType VT>
 __global__ void __launch_bounds__(32 * kGqaWarps) attn_gqa_kernel(TD q, TD k, TD v, Paged pk, float scale,
                                                                   int group, float* part_acc, float2* part_ml,
                                                                   ErrorSink sink) {
   constexpr int E = D / 32;
-  extern __shared__ float smem[];  // per-warp acc [warps][group][D] | per-warp m,l [warps][group][2]
+  __shared__ float4 qs4[kGqaMax * D / 4];  // the group's queries, pre-scaled
+  extern __shared__ float smem[];          // per-warp acc [warps][group][D] | per-warp m,l [warps][group][2]
   const int s = blockIdx.x, n_splits = gridDim.x;
   const int hk = blockIdx.y, n_head_kv = gridDim.y, t = blockIdx.z;
   const int n_head = n_head_kv * group;
@@ -288,16 +324,14 @@ __global__ void __launch_bounds__(32 * kGqaWarps) attn_gqa_kernel(TD q, TD k, TD
   int64_t j0, j1;
   split_range(kv_len, s, n_splits, j0, j1);
 
-  // This lane's slice of every query head of the group, pre-scaled.
-  float qr[kGqaMax][E];
-#pragma unroll
-  for (int g = 0; g < kGqaMax; ++g) {
-    if (g < group) {
-      const char* row = q.data + static_cast<int64_t>(hk * group + g) * q.nb[1] + static_cast<int64_t>(t) * q.nb[2];
-#pragma unroll
-      for (int i = 0; i < E; ++i) qr[g][i] = *reinterpret_cast<const float*>(row + (lane * E + i) * q.nb[0]) * scale;
-    }
+  float* qs = reinterpret_cast<float*>(qs4);
+  for (int i = threadIdx.x; i < group * D; i += blockDim.x) {
+    const int g = i / D, e = i % D;
+    qs[i] = *reinterpret_cast<const float*>(q.data + static_cast<int64_t>(hk * group + g) * q.nb[1] +
+                                            static_cast<int64_t>(t) * q.nb[2] + e * q.nb[0]) * scale;
   }
+  __syncthreads();
+
   float m[kGqaMax], l[kGqaMax], acc[kGqaMax][E];
 #pragma unroll
   for (int g = 0; g < kGqaMax; ++g) {
@@ -308,41 +342,56 @@ __global__ void __launch_bounds__(32 * kGqaWarps) attn_gqa_kernel(TD q, TD k, TD
   }
   const char* kbase = k.data + static_cast<int64_t>(hk) * k.nb[1];
   const char* vbase = v.data + static_cast<int64_t>(hk) * v.nb[1];
-
-  auto consume = [&](const float (&kx)[E], const float (&vx)[E]) {
+  for (int64_t jc = j0 + static_cast<int64_t>(warp) * kChunkKeys; jc < j1; jc += kGqaWarps * kChunkKeys) {
+    const int64_t j = jc + lane;
+    const bool valid = j < j1;
+    const int64_t cell = valid ? paged_cell(pk, row, j, sink) : 0;
+    // Scores of this lane's key against every head of the group.
+    const char* kr = kbase + cell * k.nb[2];
+    float sc[kGqaMax];
+#pragma unroll
+    for (int g = 0; g < kGqaMax; ++g) sc[g] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < D / 8; ++c) {
+      float kx[8];
+      load8<KT>(kr, c, kx);
+#pragma unroll
+      for (int g = 0; g < kGqaMax; ++g) {
+        if (g >= group) break;
+        const float4 a = qs4[(g * D + 8 * c) / 4], b = qs4[(g * D + 8 * c) / 4 + 1];
+        sc[g] += a.x * kx[0] + a.y * kx[1] + a.z * kx[2] + a.w * kx[3] + b.x * kx[4] + b.y * kx[5] + b.z * kx[6] +
+                 b.w * kx[7];
+      }
+    }
+    // Online softmax over the chunk, head by head.
+    float p[kGqaMax];
 #pragma unroll
     for (int g = 0; g < kGqaMax; ++g) {
       if (g >= group) break;
-      float part = 0.0f;
-#pragma unroll
-      for (int i = 0; i < E; ++i) part += qr[g][i] * kx[i];
-      const float sc = warp_sum(part);
-      const float m_new = fmaxf(m[g], sc);
+      const float x = valid ? sc[g] : -INFINITY;
+      const float m_new = fmaxf(m[g], warp_max(x));  // finite: key jc is always valid
       const float corr = __expf(m[g] - m_new);
-      const float pj = __expf(sc - m_new);
-      l[g] = l[g] * corr + pj;
+      p[g] = valid ? __expf(x - m_new) : 0.0f;
+      l[g] = l[g] * corr + warp_sum(p[g]);
 #pragma unroll
-      for (int i = 0; i < E; ++i) acc[g][i] = acc[g][i] * corr + pj * vx[i];
+      for (int i = 0; i < E; ++i) acc[g][i] *= corr;
       m[g] = m_new;
     }
-  };
-  int64_t j = j0 + warp;
-  for (; j + kGqaWarps < j1; j += 2 * kGqaWarps) {
-    const int64_t c0 = paged_cell(pk, row, j, sink), c1 = paged_cell(pk, row, j + kGqaWarps, sink);
-    float k0[E], k1[E], v0[E], v1[E];
-    load_row<E, KT>(kbase + c0 * k.nb[2], lane, k0);
-    load_row<E, KT>(kbase + c1 * k.nb[2], lane, k1);
-    load_row<E, VT>(vbase + c0 * v.nb[2], lane, v0);
-    load_row<E, VT>(vbase + c1 * v.nb[2], lane, v1);
-    consume(k0, v0);
-    consume(k1, v1);
-  }
-  if (j < j1) {
-    const int64_t c0 = paged_cell(pk, row, j, sink);
-    float k0[E], v0[E];
-    load_row<E, KT>(kbase + c0 * k.nb[2], lane, k0);
-    load_row<E, VT>(vbase + c0 * v.nb[2], lane, v0);
-    consume(k0, v0);
+    // P·V: the chunk's V rows, each lane its E elements.
+    const int n_valid = static_cast<int>(min(static_cast<int64_t>(kChunkKeys), j1 - jc));
+#pragma unroll 4
+    for (int jj = 0; jj < n_valid; ++jj) {
+      const int64_t cj = __shfl_sync(0xffffffffu, cell, jj);
+      float vx[E];
+      load_row<E, VT>(vbase + cj * v.nb[2], lane, vx);
+#pragma unroll
+      for (int g = 0; g < kGqaMax; ++g) {
+        if (g >= group) break;
+        const float pj = __shfl_sync(0xffffffffu, p[g], jj);
+#pragma unroll
+        for (int i = 0; i < E; ++i) acc[g][i] += pj * vx[i];
+      }
+    }
   }
 
   // Merge the warps of this block, head by head.
@@ -370,7 +419,8 @@ __global__ void __launch_bounds__(32 * kGqaWarps) attn_gqa_kernel(TD q, TD k, TD
     const int64_t pi = (static_cast<int64_t>(t) * n_head + h) * n_splits + s;
     for (int e = threadIdx.x; e < D; e += blockDim.x) {
       float a = 0.0f;
-      for (int w = 0; w < kGqaWarps; ++w) a += wacc[(w * group + g) * D + e] * f[w];
+      for (int w = 0; w < kGqaWarps; ++w)
+        if (f[w] != 0.0f) a += wacc[(w * group + g) * D + e] * f[w];
       part_acc[pi * D + e] = a;
     }
     if (threadIdx.x == 0) part_ml[pi] = make_float2(M, L);
@@ -709,6 +759,215 @@ void launch_tile_d(KernelContext& kc, const Tensor& q, const Tensor& k, const Te
   kc.check_launch("attn_tile_d_kernel");
 }
 
+// ---------------------------------------------------------------- tensor-core prefill (FlashAttention-2)
+//
+// For f16 and q8_0 caches with head dims 64 and 128: a block holds 64 queries of one head (16 per
+// warp) in shared memory as f16, pre-scaled, and streams 64-key K/V tiles of their sequence
+// (through the block table; q8_0 widened to f16 while staging). Each warp computes its 16 x 64
+// scores with WMMA (m16n16k16, f16 in, f32 accumulate), the online softmax in f32 by two lanes per
+// query row (masking other sequences' queries and keys past each query's position), writes P as
+// f16, and multiplies P · V with WMMA into a per-warp tile that the lanes fold into their f32
+// output rows (Dao 2023, "FlashAttention-2"). Tiles past the largest visible key of a sequence's
+// queries are never loaded. Rounding differs from the f32 kernels (q and P in f16), at the
+// 1e-6 relative level.
+
+constexpr int kFaQ = 64, kFaK = 64, kFaWarps = 4;
+
+template <int D>
+struct FaSmem {
+  static constexpr int QP = D + 8, KP = D + 8, SP = kFaK + 4, PP = kFaK + 8, TP = D + 4;
+  __half q[kFaQ][QP];
+  __half k[kFaK][KP];
+  __half v[kFaK][KP];
+  union {
+    float s[kFaWarps][16][SP];
+    float t[kFaWarps][16][TP];
+  } st;
+  __half p[kFaWarps][16][PP];
+  int64_t cells[kFaK];
+  int32_t qpos[kFaQ], qseq[kFaQ];
+};
+
+template <DType T>
+__device__ __forceinline__ void stage8(const char* row, int c, __half* out) {
+  if constexpr (T == DType::F16) {
+    *reinterpret_cast<uint4*>(out) = *reinterpret_cast<const uint4*>(row + c * 16);
+  } else {
+    float x[8];
+    load8<T>(row, c, x);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) out[i] = __float2half_rn(x[i]);
+  }
+}
+
+template <int D, DType KT, DType VT>
+__global__ void __launch_bounds__(32 * kFaWarps) attn_fa_kernel(TD q, TD k, TD v, Paged pk, float scale, int group,
+                                                                float* dst, ErrorSink sink) {
+  using namespace nvcuda;
+  using S = FaSmem<D>;
+  extern __shared__ __align__(128) unsigned char fa_raw[];
+  S& sm = *reinterpret_cast<S*>(fa_raw);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int h = blockIdx.y, n_head = gridDim.y, hk = h / group;
+  const int64_t T = q.ne[2];
+  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kFaQ;
+
+  for (int i = threadIdx.x; i < kFaQ; i += blockDim.x) {
+    const int64_t t = t0 + i;
+    int32_t p = -1, sq = -1;
+    if (t < T) {
+      const int32_t* r;
+      const int64_t len = paged_query(pk, t, r, sink, h == 0);
+      if (len > 0) {
+        p = static_cast<int32_t>(len - 1);
+        sq = pk.seq[t];
+      }
+    }
+    sm.qpos[i] = p;
+    sm.qseq[i] = sq;
+  }
+  for (int i = threadIdx.x; i < kFaQ * D; i += blockDim.x) {
+    const int qi = i / D, e = i % D;
+    const int64_t t = t0 + qi;
+    const float x = t < T ? *reinterpret_cast<const float*>(q.data + e * q.nb[0] + h * q.nb[1] + t * q.nb[2]) * scale : 0.0f;
+    sm.q[qi][e] = __float2half_rn(x);
+  }
+  __syncthreads();
+
+  // Lane (r, half): query row r of this warp, output dims [half * D/2, half * D/2 + D/2).
+  const int r = lane >> 1, half = lane & 1;
+  const int qi = warp * 16 + r;
+  float m = -INFINITY, l = 0.0f;
+  float o[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
+  const char* kbase = k.data + static_cast<int64_t>(hk) * k.nb[1];
+  const char* vbase = v.data + static_cast<int64_t>(hk) * v.nb[1];
+
+  for (int r0 = 0; r0 < kFaQ;) {
+    // The next run of queries of one sequence and its largest visible key count.
+    const int seq = sm.qseq[r0];
+    int r1 = r0 + 1, kv_max = sm.qpos[r0] + 1;
+    while (r1 < kFaQ && sm.qseq[r1] == seq) kv_max = max(kv_max, sm.qpos[r1++] + 1);
+    if (seq < 0) kv_max = 0;
+    const int32_t* row = pk.table + static_cast<int64_t>(max(seq, 0)) * pk.max_blocks;
+    const bool mine = qi >= r0 && qi < r1;
+    const int32_t my_pos = mine ? sm.qpos[qi] : -1;
+    for (int j0 = 0; j0 < kv_max; j0 += kFaK) {
+      const int jn = min(kFaK, kv_max - j0);
+      for (int i = threadIdx.x; i < kFaK; i += blockDim.x) sm.cells[i] = i < jn ? paged_cell(pk, row, j0 + i, sink) : -1;
+      __syncthreads();
+      for (int i = threadIdx.x; i < kFaK * (D / 8); i += blockDim.x) {
+        const int j = i / (D / 8), c = i % (D / 8);
+        const int64_t cell = sm.cells[j];
+        if (cell >= 0) {
+          stage8<KT>(kbase + cell * k.nb[2], c, &sm.k[j][8 * c]);
+          stage8<VT>(vbase + cell * v.nb[2], c, &sm.v[j][8 * c]);
+        } else {
+          *reinterpret_cast<uint4*>(&sm.k[j][8 * c]) = make_uint4(0, 0, 0, 0);
+          *reinterpret_cast<uint4*>(&sm.v[j][8 * c]) = make_uint4(0, 0, 0, 0);
+        }
+      }
+      __syncthreads();
+      // S = Q K^T for this warp's 16 queries and the tile's 64 keys.
+      {
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[kFaK / 16];
+#pragma unroll
+        for (int n = 0; n < kFaK / 16; ++n) wmma::fill_fragment(acc[n], 0.0f);
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+          wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a;
+          wmma::load_matrix_sync(a, &sm.q[warp * 16][kk * 16], S::QP);
+#pragma unroll
+          for (int n = 0; n < kFaK / 16; ++n) {
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> b;
+            wmma::load_matrix_sync(b, &sm.k[n * 16][kk * 16], S::KP);
+            wmma::mma_sync(acc[n], a, b, acc[n]);
+          }
+        }
+#pragma unroll
+        for (int n = 0; n < kFaK / 16; ++n)
+          wmma::store_matrix_sync(&sm.st.s[warp][0][n * 16], acc[n], S::SP, wmma::mem_row_major);
+      }
+      __syncwarp();
+      // Online softmax of row r over the tile: this lane's 32 columns, then the pair's.
+      float sv[32];
+      float mx = -INFINITY;
+#pragma unroll
+      for (int c = 0; c < 32; ++c) {
+        const int col = half * 32 + c;
+        const bool vis = j0 + col <= my_pos;
+        sv[c] = vis ? sm.st.s[warp][r][col] : -INFINITY;
+        mx = fmaxf(mx, sv[c]);
+      }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      const float m_new = fmaxf(m, mx);
+      const float corr = m_new == -INFINITY ? 1.0f : __expf(m - m_new);
+      float sum = 0.0f;
+#pragma unroll
+      for (int c = 0; c < 32; ++c) {
+        const float pv = sv[c] == -INFINITY ? 0.0f : __expf(sv[c] - m_new);
+        sum += pv;
+        sm.p[warp][r][half * 32 + c] = __float2half_rn(pv);
+      }
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      l = l * corr + sum;
+      m = m_new;
+      __syncwarp();
+      // This tile's P V into the warp's staging tile (it replaces the scores there).
+      {
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[D / 16];
+#pragma unroll
+        for (int n = 0; n < D / 16; ++n) wmma::fill_fragment(acc[n], 0.0f);
+#pragma unroll
+        for (int kk = 0; kk < kFaK / 16; ++kk) {
+          wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a;
+          wmma::load_matrix_sync(a, &sm.p[warp][0][kk * 16], S::PP);
+#pragma unroll
+          for (int n = 0; n < D / 16; ++n) {
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b;
+            wmma::load_matrix_sync(b, &sm.v[kk * 16][n * 16], S::KP);
+            wmma::mma_sync(acc[n], a, b, acc[n]);
+          }
+        }
+        __syncwarp();  // every lane has read its scores before the tile is overwritten
+#pragma unroll
+        for (int n = 0; n < D / 16; ++n)
+          wmma::store_matrix_sync(&sm.st.t[warp][0][n * 16], acc[n], S::TP, wmma::mem_row_major);
+      }
+      __syncwarp();
+#pragma unroll
+      for (int i = 0; i < D / 2; ++i) o[i] = o[i] * corr + sm.st.t[warp][r][half * (D / 2) + i];
+      __syncthreads();  // K/V tiles are restaged next
+    }
+    r0 = r1;
+  }
+  const int64_t t = t0 + qi;
+  if (t < T) {
+    float* out = dst + (t * n_head + h) * D + half * (D / 2);
+    const float inv = 1.0f / l;
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) out[i] = o[i] * inv;
+  }
+}
+
+template <int D, DType KT, DType VT>
+void launch_fa(KernelContext& kc, const Tensor& q, const Tensor& k, const Tensor& v, const Paged& pk, float scale,
+               int group, float* out) {
+  const size_t smem = sizeof(FaSmem<D>);
+  static bool raised = false;  // once per instantiation, before any graph capture
+  if (!raised) {
+    MINFER_CUDA_CHECK(cudaFuncSetAttribute(attn_fa_kernel<D, KT, VT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(smem)),
+                      kc.where());
+    raised = true;
+  }
+  const int64_t T = q.ne[2], n_head = q.ne[1];
+  attn_fa_kernel<D, KT, VT><<<dim3(static_cast<unsigned>(ceil_div(T, kFaQ)), static_cast<unsigned>(n_head)),
+                              32 * kFaWarps, smem, kc.stream>>>(td(q), td(k), td(v), pk, scale, group, out, kc.sink());
+  kc.check_launch("attn_fa_kernel");
+}
+
 template <DType KT, DType VT>
 void launch_attention(KernelContext& kc, const Tensor& q, const Tensor& k, const Tensor& v, const Paged& pk,
                       float scale, Tensor& dst) {
@@ -736,6 +995,10 @@ void launch_attention(KernelContext& kc, const Tensor& q, const Tensor& k, const
                           kc.stream>>>(part_acc, part_ml, n_splits, static_cast<int>(dv), out);
     kc.check_launch("attn_combine_kernel");
     return;
+  }
+  if constexpr (KT != DType::F32 && VT != DType::F32) {
+    if (d == dv && d == 64) return launch_fa<64, KT, VT>(kc, q, k, v, pk, scale, group, out);
+    if (d == dv && d == 128) return launch_fa<128, KT, VT>(kc, q, k, v, pk, scale, group, out);
   }
   if (d == dv && (d == 64 || d == 128 || d == 256)) {
     if (d == 64) return launch_tile_d<64, KT, VT>(kc, q, k, v, pk, scale, group, out);

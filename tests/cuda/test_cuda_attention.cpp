@@ -19,7 +19,11 @@ void check_paged(const PagedAttnCase& c) {
   LeafData data = paged_leaf_data(c, L);
   PagedAttnOp op;
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
-  compare_cpu_cuda([&](Context& ctx) { return build_paged_attention(ctx, c, L, scale, op); }, data, 1e-9,
+  // Prefill batches over f16/q8_0 caches with head dims 64/128 run the tensor-core kernel, which
+  // rounds q and P to f16.
+  const bool tensor_cores = L.pos.size() > 64 && c.kv_type != DType::F32 && c.d == c.dv && (c.d == 64 || c.d == 128);
+  compare_cpu_cuda([&](Context& ctx) { return build_paged_attention(ctx, c, L, scale, op); }, data,
+                   tensor_cores ? 2e-6 : 1e-9,
                    fmt::format("paged attention d={} heads {}/{} kv {} bs {} seqs {} queries {} (seed {})", c.d,
                                c.n_head, c.n_head_kv, dtype_name(c.kv_type), c.block_size, c.seq_len.size(),
                                L.pos.size(), seed()));
@@ -48,10 +52,13 @@ TEST_P(CudaAttention, GqaDecodeVerifyPrefill) {
     check_attention(64, 2 * ratio, 2, 1, 133, kv);     // decode at depth
     check_attention(64, 2 * ratio, 2, 1, 4000, kv);    // decode, many splits
     check_attention(32, ratio, 1, 33, 50, kv);         // verify-like batch with a past (tiles)
-    check_attention(128, 2 * ratio, 2, 16, 0, kv);     // the split path's largest batch
-    check_attention(128, 2 * ratio, 2, 17, 0, kv);     // just past the split threshold
+    check_attention(128, 2 * ratio, 2, 16, 0, kv);     // a verify-sized batch (split path)
+    check_attention(128, 2 * ratio, 2, 64, 0, kv);     // the split path's largest batch
+    check_attention(128, 2 * ratio, 2, 65, 0, kv);     // just past the split threshold (tiles)
   }
   check_attention(128, 4, 2, 100, 150, kv);   // prefill with a past, several tiles
+  check_attention(128, 28, 4, 300, 700, kv);  // Qwen2.5-7B prefill chunk with a past (tensor cores, f16/q8_0)
+  check_attention(64, 8, 8, 129, 63, kv);     // head dim 64, no GQA, a partial last query tile
   check_attention(256, 2, 1, 20, 3, kv);      // head dim 256: opt-in shared memory
   check_attention(96, 3, 3, 1, 0, kv);        // head dim 96 (not a power of two), first token
   check_attention(128, 28, 4, 1, 4400, kv);   // Qwen2.5-7B decode at depth (GQA kernel, group 7)
@@ -74,10 +81,10 @@ TEST(CudaAttentionPaged, ManySequencesPerBatchDecodeAndPrefill) {
     c.block_size = static_cast<int32_t>(int64_t{1} << rand_int(3, 7));
     c.interleave = trial >= 6;
     const auto n_seq = static_cast<size_t>(rand_int(2, 16));
-    const bool decode = trial % 4 < 2;  // one query each (split kernels) or prompt chunks (tiles)
+    const bool decode = trial % 4 < 2;  // one query each (split kernels) or prompt chunks (tiles, tensor cores)
     for (size_t i = 0; i < n_seq; ++i) {
       c.seq_len.push_back(static_cast<int32_t>(rand_int(1, 1500)));
-      c.n_query.push_back(decode ? 1 : static_cast<int32_t>(rand_int(1, std::min<int64_t>(c.seq_len.back(), 40))));
+      c.n_query.push_back(decode ? 1 : static_cast<int32_t>(rand_int(1, std::min<int64_t>(c.seq_len.back(), 80))));
     }
     if (decode) c.n_query.resize(std::min<size_t>(n_seq, 16)), c.seq_len.resize(c.n_query.size());
     c.shared_blocks = trial % 2 ? 2 : 0;
