@@ -134,6 +134,55 @@ __device__ __forceinline__ void kquant_scale_min(const uint8_t* b, int j, float&
   m_neg = -(h2f(h[1]) * static_cast<float>(m));
 }
 
+// The scales and minimums of all 8 sub-blocks of a Q4_K/Q5_K super-block at b (4-byte aligned),
+// with kquant_scale_min's arithmetic: decoded once per super-block instead of once per unit.
+__device__ __forceinline__ void kquant_scales8(const uint8_t* b, float (&d_sc)[8], float (&m_neg)[8]) {
+  const uint16_t* h = reinterpret_cast<const uint16_t*>(b);
+  const float d = h2f(h[0]), dmin = h2f(h[1]);
+  const uint32_t w0 = static_cast<uint32_t>(ld4(b + 4)), w1 = static_cast<uint32_t>(ld4(b + 8)),
+                 w2 = static_cast<uint32_t>(ld4(b + 12));
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int sh = 8 * (j & 3);
+    int sc, m;
+    if (j < 4) {
+      sc = static_cast<int>((w0 >> sh) & 63);
+      m = static_cast<int>((w1 >> sh) & 63);
+    } else {
+      sc = static_cast<int>(((w2 >> sh) & 0xF) | (((w0 >> sh) >> 6 & 3) << 4));
+      m = static_cast<int>(((w2 >> sh) >> 4 & 0xF) | (((w1 >> sh) >> 6 & 3) << 4));
+    }
+    d_sc[j] = d * static_cast<float>(sc);
+    m_neg[j] = -(dmin * static_cast<float>(m));
+  }
+}
+
+// The int8 words of a Q4_K/Q5_K unit without its scales (frag<T> with the scales decoded apart).
+template <DType T>
+__device__ __forceinline__ void frag_quants(const uint8_t* row, int u, int t, Frag& f);
+
+template <>
+__device__ __forceinline__ void frag_quants<DType::Q4_K>(const uint8_t* row, int u, int t, Frag& f) {
+  const uint8_t* b = row + (u >> 3) * 144;
+  const int j = u & 7, shift = 4 * (j & 1);
+  const uint8_t* qs = b + 16 + 32 * (j >> 1);
+  f.lo = (ld4(qs + 4 * t) >> shift) & 0x0F0F0F0F;
+  f.hi = (ld4(qs + 16 + 4 * t) >> shift) & 0x0F0F0F0F;
+}
+
+template <>
+__device__ __forceinline__ void frag_quants<DType::Q5_K>(const uint8_t* row, int u, int t, Frag& f) {
+  const uint8_t* b = row + (u >> 3) * 176;
+  const int j = u & 7, shift = 4 * (j & 1);
+  const uint8_t* qs = b + 48 + 32 * (j >> 1);
+  const uint8_t* qh = b + 16;
+  f.lo = ((ld4(qs + 4 * t) >> shift) & 0x0F0F0F0F) | (((ld4(qh + 4 * t) >> j) & 0x01010101) << 4);
+  f.hi = ((ld4(qs + 16 + 4 * t) >> shift) & 0x0F0F0F0F) | (((ld4(qh + 16 + 4 * t) >> j) & 0x01010101) << 4);
+}
+
+template <DType T>
+constexpr bool kSuperBlockScales = T == DType::Q4_K || T == DType::Q5_K;
+
 template <>
 __device__ __forceinline__ void frag<DType::Q4_K>(const uint8_t* row, int u, int t, Frag& f) {
   const uint8_t* b = row + (u >> 3) * 144;
@@ -291,13 +340,27 @@ __global__ void __launch_bounds__(32 * kWarps) mmq_kernel(const uint8_t* w, int6
     const uint8_t* ta = &tile[s][ra][reinterpret_cast<uintptr_t>(pa) & 15];
     const uint8_t* tb = &tile[s][rb][reinterpret_cast<uintptr_t>(pb) & 15];
     const int units = min(kChunkUnits, U - c * kChunkUnits);
+    float sd_a[8], sm_a[8], sd_b[8], sm_b[8];  // K-quants: the chunk is one super-block
+    if constexpr (kSuperBlockScales<T>) {
+      kquant_scales8(ta, sd_a, sm_a);
+      kquant_scales8(tb, sd_b, sm_b);
+    }
 #pragma unroll
     for (int ul = 0; ul < kChunkUnits; ++ul) {
       if (ul >= units) break;
       const int u = c * kChunkUnits + ul;
       Frag fa, fb;
-      frag<T>(ta, ul, t, fa);
-      frag<T>(tb, ul, t, fb);
+      if constexpr (kSuperBlockScales<T>) {
+        frag_quants<T>(ta, ul, t, fa);
+        frag_quants<T>(tb, ul, t, fb);
+        fa.d0 = fa.d1 = sd_a[ul];
+        fa.m = sm_a[ul];
+        fb.d0 = fb.d1 = sd_b[ul];
+        fb.m = sm_b[ul];
+      } else {
+        frag<T>(ta, ul, t, fa);
+        frag<T>(tb, ul, t, fb);
+      }
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         const int8_t* ap = act[nt] + static_cast<int64_t>(u) * 32;
