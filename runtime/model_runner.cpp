@@ -46,7 +46,8 @@ ModelRunner::ModelRunner(const Model& model, Backend& backend, const RunnerParam
   // Measure pass: the largest ubatch with all logits is the worst case of every later graph, so
   // building (and keeping) it now sizes the arena once and makes an impossible setup fail here.
   const int64_t n = bucket(std::min(params_.n_batch, kv_.n_ctx()));
-  step_graph(n, n);
+  const int64_t n_out = params_.n_out_max > 0 ? std::min<int64_t>(bucket(params_.n_out_max), n) : n;
+  step_graph(n, n_out);
 }
 
 ModelRunner::StepGraph& ModelRunner::step_graph(int64_t n_tokens, int64_t n_out) {

@@ -28,6 +28,10 @@ struct RunnerParams {
   /// capped by kv_budget_bytes.
   int32_t n_ctx = 0;
   int32_t n_batch = 512;   ///< max tokens per forward pass (the ubatch)
+  /// Logit rows the measure pass reserves for (0: n_batch, every row of a full ubatch). A later
+  /// pass that asks for more grows the arena then; programs that never need many rows (prefill
+  /// benchmarks, generation) set it low so a long ubatch does not reserve n_batch * n_vocab floats.
+  int32_t n_out_max = 0;
   int32_t n_seq_max = 1;   ///< sequences that may exist at once
   /// Tokens one sequence may hold: 0 means min(n_ctx, context_length).
   int32_t n_ctx_seq = 0;

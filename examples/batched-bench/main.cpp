@@ -75,6 +75,7 @@ int main(int argc, char** argv) {
     rp.n_ctx = margs.n_ctx > 0 ? margs.n_ctx : max_kv + max_pl * rp.block_size;  // + partial blocks
     rp.n_batch = std::min(n_ubatch, margs.n_batch);
     rp.n_seq_max = max_pl;
+    rp.n_out_max = max_pl;  // a step asks for one row per sequence at most
     rp.n_ctx_seq = max_seq;
     ModelRunner runner(*L.model, *L.backend, rp);
     KvCache& kv = runner.kv();

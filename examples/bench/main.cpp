@@ -87,6 +87,8 @@ int main(int argc, char** argv) {
     if (sp.n_ctx <= 0) sp.n_ctx = max_depth + max_len;
     for (int p : pps) sp.n_batch = std::max(sp.n_batch, p);
     for (int n : vbs) sp.n_batch = std::max(sp.n_batch, n);
+    sp.n_out_max = 1;  // prefill and decode read one logit row; verify batches all of theirs
+    for (int n : vbs) sp.n_out_max = std::max(sp.n_out_max, n);
     Session session(*L.model, *L.backend, sp);
     std::mt19937 rng(1234);
     std::uniform_int_distribution<int32_t> tok(0, h.n_vocab - 1);
