@@ -17,29 +17,6 @@
 
 using namespace minfer;
 
-namespace {
-
-std::vector<int> parse_list(const std::string& s, const char* flag) {
-  std::vector<int> v;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    size_t used = 0;
-    int x = -1;
-    try {
-      x = std::stoi(item, &used);
-    } catch (const std::exception&) {
-    }
-    if (item.empty() || used != item.size() || x < 0)
-      throw std::invalid_argument(fmt::format("{} '{}' is not a list of non-negative numbers", flag, s));
-    v.push_back(x);
-  }
-  if (v.empty()) throw std::invalid_argument(fmt::format("{} needs at least one value", flag));
-  return v;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   return examples::run_main([&] {
     CLI::App app{"minfer-batched-bench: prompt and decode throughput of B sequences evaluated together"};
@@ -57,7 +34,10 @@ int main(int argc, char** argv) {
     app.add_option("-o,--output", output, "md or json")->check(CLI::IsMember({"md", "json"}));
     examples::LlamaArgs av(argc, argv);
     MINFER_PARSE(app, av.argc(), av.argv());
-    const auto pp_list = parse_list(npp, "-npp"), tg_list = parse_list(ntg, "-ntg"), pl_list = parse_list(npl, "-npl");
+    const auto pp_list = examples::parse_int_list(npp, "-npp"), tg_list = examples::parse_int_list(ntg, "-ntg"),
+               pl_list = examples::parse_int_list(npl, "-npl");
+    if (pp_list.empty() || tg_list.empty() || pl_list.empty())
+      throw std::invalid_argument("-npp, -ntg and -npl need at least one value each");
     for (int pl : pl_list)
       if (pl < 1) throw std::invalid_argument("-npl values must be >= 1");
 

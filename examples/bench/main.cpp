@@ -22,24 +22,6 @@ using namespace minfer;
 
 namespace {
 
-std::vector<int> parse_list(const std::string& s) {
-  std::vector<int> v;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (item.empty()) continue;
-    size_t used = 0;
-    int x = -1;
-    try {
-      x = std::stoi(item, &used);
-    } catch (const std::exception&) {
-    }
-    if (used != item.size() || x < 0) throw std::invalid_argument(fmt::format("'{}' is not a list of non-negative numbers", s));
-    v.push_back(x);
-  }
-  return v;
-}
-
 struct Stat {
   double mean = 0, sd = 0;
   std::vector<double> samples;
@@ -76,7 +58,8 @@ int main(int argc, char** argv) {
 
     auto L = examples::load_model(margs);
     const HParams& h = L.model->hparams();
-    const auto pps = parse_list(p_list), tgs = parse_list(n_list), vbs = parse_list(v_list), depths = parse_list(d_list);
+    const auto pps = examples::parse_int_list(p_list, "-p"), tgs = examples::parse_int_list(n_list, "-n"),
+               vbs = examples::parse_int_list(v_list, "-v"), depths = examples::parse_int_list(d_list, "-d");
     int max_len = 0;
     for (int p : pps) max_len = std::max(max_len, p);
     for (int n : tgs) max_len = std::max(max_len, n);

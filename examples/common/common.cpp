@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <sstream>
 
 #include "common/rope_flags.h"
 #include "models/registry.h"
@@ -139,6 +140,25 @@ SessionParams session_params(const ModelArgs& a) {
   p.kv_type = *t;
   p.block_size = a.block_size;
   return p;
+}
+
+std::vector<int> parse_int_list(const std::string& s, std::string_view flag) {
+  std::vector<int> v;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    size_t used = 0;
+    int x = -1;
+    try {
+      x = std::stoi(item, &used);
+    } catch (const std::exception&) {
+    }
+    if (used != item.size() || x < 0)
+      throw std::invalid_argument(fmt::format("{} '{}' is not a list of non-negative numbers", flag, s));
+    v.push_back(x);
+  }
+  return v;
 }
 
 int run_main(const std::function<int()>& body) {

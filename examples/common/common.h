@@ -71,6 +71,10 @@ LoadedDraft load_draft(const std::string& path, const Loaded& target);
 
 SessionParams session_params(const ModelArgs& a);
 
+/// "512,2048" -> {512, 2048}; empty items are skipped. Throws std::invalid_argument naming `flag`
+/// for anything but non-negative integers.
+std::vector<int> parse_int_list(const std::string& s, std::string_view flag);
+
 /// argv with llama.cpp's multi-letter short flags (-ngl, -md, -np, -ub, -npp, ...) rewritten to their long
 /// forms, which CLI11 cannot take as short names. Keep it alive while the app parses.
 struct LlamaArgs {

@@ -28,18 +28,6 @@
 namespace minfer::cuda {
 namespace {
 
-__device__ __forceinline__ int ld2(const uint8_t* p) {  // 2-byte aligned
-  const uint16_t* h = reinterpret_cast<const uint16_t*>(p);
-  return static_cast<int>(static_cast<uint32_t>(h[0]) | (static_cast<uint32_t>(h[1]) << 16));
-}
-__device__ __forceinline__ int ld4(const uint8_t* p) { return *reinterpret_cast<const int*>(p); }
-
-// Bits b0..b3 of x placed at bit 4 of bytes 0..3.
-__device__ __forceinline__ int bits_to_bit4(uint32_t x) {
-  return static_cast<int>(((x << 4) & 0x10u) | ((x << 11) & 0x1000u) | ((x << 18) & 0x100000u) |
-                          ((x << 25) & 0x10000000u));
-}
-
 // One thread's view of one weight unit: int8 words of elements [4t, 4t + 4) (lo) and
 // [16 + 4t, 16 + 4t + 4) (hi), the scales of elements 0..15 (d0) and 16..31 (d1), and the
 // minimum term m (times the activation block's sum; 0 when the format has none).
@@ -66,7 +54,7 @@ template <>
 __device__ __forceinline__ void frag<DType::Q4_0>(const uint8_t* row, int u, int t, Frag& f) {
   const uint8_t* b = row + u * 18;
   const float d = h2f(*reinterpret_cast<const uint16_t*>(b));
-  const int v = ld2(b + 2 + 4 * t);  // element i: low nibble of qs[i], element 16 + i: high nibble
+  const int v = ld_i32_a2(b + 2 + 4 * t);  // element i: low nibble of qs[i], element 16 + i: high nibble
   f.lo = v & 0x0F0F0F0F;
   f.hi = (v >> 4) & 0x0F0F0F0F;
   f.d0 = f.d1 = d;
@@ -77,7 +65,7 @@ template <>
 __device__ __forceinline__ void frag<DType::Q4_1>(const uint8_t* row, int u, int t, Frag& f) {
   const uint8_t* b = row + u * 20;
   const uint16_t* h = reinterpret_cast<const uint16_t*>(b);
-  const int v = ld4(b + 4 + 4 * t);
+  const int v = ld_i32_a4(b + 4 + 4 * t);
   f.lo = v & 0x0F0F0F0F;
   f.hi = (v >> 4) & 0x0F0F0F0F;
   f.d0 = f.d1 = h2f(h[0]);
@@ -88,10 +76,10 @@ template <>
 __device__ __forceinline__ void frag<DType::Q5_0>(const uint8_t* row, int u, int t, Frag& f) {
   const uint8_t* b = row + u * 22;
   const float d = h2f(*reinterpret_cast<const uint16_t*>(b));
-  const uint32_t qh = static_cast<uint32_t>(ld2(b + 2));
-  const int v = ld2(b + 6 + 4 * t);
-  f.lo = (v & 0x0F0F0F0F) | bits_to_bit4(qh >> (4 * t));
-  f.hi = ((v >> 4) & 0x0F0F0F0F) | bits_to_bit4(qh >> (16 + 4 * t));
+  const uint32_t qh = static_cast<uint32_t>(ld_i32_a2(b + 2));
+  const int v = ld_i32_a2(b + 6 + 4 * t);
+  f.lo = (v & 0x0F0F0F0F) | spread4_bit4(qh >> (4 * t));
+  f.hi = ((v >> 4) & 0x0F0F0F0F) | spread4_bit4(qh >> (16 + 4 * t));
   f.d0 = f.d1 = d;
   f.m = -16.0f * d;
 }
@@ -100,10 +88,10 @@ template <>
 __device__ __forceinline__ void frag<DType::Q5_1>(const uint8_t* row, int u, int t, Frag& f) {
   const uint8_t* b = row + u * 24;
   const uint16_t* h = reinterpret_cast<const uint16_t*>(b);
-  const uint32_t qh = static_cast<uint32_t>(ld4(b + 4));
-  const int v = ld4(b + 8 + 4 * t);
-  f.lo = (v & 0x0F0F0F0F) | bits_to_bit4(qh >> (4 * t));
-  f.hi = ((v >> 4) & 0x0F0F0F0F) | bits_to_bit4(qh >> (16 + 4 * t));
+  const uint32_t qh = static_cast<uint32_t>(ld_i32_a4(b + 4));
+  const int v = ld_i32_a4(b + 8 + 4 * t);
+  f.lo = (v & 0x0F0F0F0F) | spread4_bit4(qh >> (4 * t));
+  f.hi = ((v >> 4) & 0x0F0F0F0F) | spread4_bit4(qh >> (16 + 4 * t));
   f.d0 = f.d1 = h2f(h[0]);
   f.m = h2f(h[1]);
 }
@@ -111,24 +99,17 @@ __device__ __forceinline__ void frag<DType::Q5_1>(const uint8_t* row, int u, int
 template <>
 __device__ __forceinline__ void frag<DType::Q8_0>(const uint8_t* row, int u, int t, Frag& f) {
   const uint8_t* b = row + u * 34;
-  f.lo = ld2(b + 2 + 4 * t);
-  f.hi = ld2(b + 18 + 4 * t);
+  f.lo = ld_i32_a2(b + 2 + 4 * t);
+  f.hi = ld_i32_a2(b + 18 + 4 * t);
   f.d0 = f.d1 = h2f(*reinterpret_cast<const uint16_t*>(b));
   f.m = 0.0f;
 }
 
-// The scale and minimum of sub-block j of a Q4_K/Q5_K super-block (ggml's get_scale_min_k4 over
-// the 12 packed bytes after d and dmin).
+// The scale and minimum of sub-block j of a Q4_K/Q5_K super-block (scale_min_k4 over the 12
+// packed bytes after d and dmin).
 __device__ __forceinline__ void kquant_scale_min(const uint8_t* b, int j, float& d_sc, float& m_neg) {
-  const uint8_t* q = b + 4;
   int sc, m;
-  if (j < 4) {
-    sc = q[j] & 63;
-    m = q[j + 4] & 63;
-  } else {
-    sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
+  scale_min_k4(j, b + 4, sc, m);
   const uint16_t* h = reinterpret_cast<const uint16_t*>(b);
   d_sc = h2f(h[0]) * static_cast<float>(sc);
   m_neg = -(h2f(h[1]) * static_cast<float>(m));
@@ -139,8 +120,8 @@ __device__ __forceinline__ void kquant_scale_min(const uint8_t* b, int j, float&
 __device__ __forceinline__ void kquant_scales8(const uint8_t* b, float (&d_sc)[8], float (&m_neg)[8]) {
   const uint16_t* h = reinterpret_cast<const uint16_t*>(b);
   const float d = h2f(h[0]), dmin = h2f(h[1]);
-  const uint32_t w0 = static_cast<uint32_t>(ld4(b + 4)), w1 = static_cast<uint32_t>(ld4(b + 8)),
-                 w2 = static_cast<uint32_t>(ld4(b + 12));
+  const uint32_t w0 = static_cast<uint32_t>(ld_i32_a4(b + 4)), w1 = static_cast<uint32_t>(ld_i32_a4(b + 8)),
+                 w2 = static_cast<uint32_t>(ld_i32_a4(b + 12));
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     const int sh = 8 * (j & 3);
@@ -166,8 +147,8 @@ __device__ __forceinline__ void frag_quants<DType::Q4_K>(const uint8_t* row, int
   const uint8_t* b = row + (u >> 3) * 144;
   const int j = u & 7, shift = 4 * (j & 1);
   const uint8_t* qs = b + 16 + 32 * (j >> 1);
-  f.lo = (ld4(qs + 4 * t) >> shift) & 0x0F0F0F0F;
-  f.hi = (ld4(qs + 16 + 4 * t) >> shift) & 0x0F0F0F0F;
+  f.lo = (ld_i32_a4(qs + 4 * t) >> shift) & 0x0F0F0F0F;
+  f.hi = (ld_i32_a4(qs + 16 + 4 * t) >> shift) & 0x0F0F0F0F;
 }
 
 template <>
@@ -176,8 +157,8 @@ __device__ __forceinline__ void frag_quants<DType::Q5_K>(const uint8_t* row, int
   const int j = u & 7, shift = 4 * (j & 1);
   const uint8_t* qs = b + 48 + 32 * (j >> 1);
   const uint8_t* qh = b + 16;
-  f.lo = ((ld4(qs + 4 * t) >> shift) & 0x0F0F0F0F) | (((ld4(qh + 4 * t) >> j) & 0x01010101) << 4);
-  f.hi = ((ld4(qs + 16 + 4 * t) >> shift) & 0x0F0F0F0F) | (((ld4(qh + 16 + 4 * t) >> j) & 0x01010101) << 4);
+  f.lo = ((ld_i32_a4(qs + 4 * t) >> shift) & 0x0F0F0F0F) | (((ld_i32_a4(qh + 4 * t) >> j) & 0x01010101) << 4);
+  f.hi = ((ld_i32_a4(qs + 16 + 4 * t) >> shift) & 0x0F0F0F0F) | (((ld_i32_a4(qh + 16 + 4 * t) >> j) & 0x01010101) << 4);
 }
 
 template <DType T>
@@ -188,8 +169,8 @@ __device__ __forceinline__ void frag<DType::Q4_K>(const uint8_t* row, int u, int
   const uint8_t* b = row + (u >> 3) * 144;
   const int j = u & 7, shift = 4 * (j & 1);
   const uint8_t* qs = b + 16 + 32 * (j >> 1);  // byte e: element e of sub-blocks 2i (low) and 2i + 1 (high)
-  f.lo = (ld4(qs + 4 * t) >> shift) & 0x0F0F0F0F;
-  f.hi = (ld4(qs + 16 + 4 * t) >> shift) & 0x0F0F0F0F;
+  f.lo = (ld_i32_a4(qs + 4 * t) >> shift) & 0x0F0F0F0F;
+  f.hi = (ld_i32_a4(qs + 16 + 4 * t) >> shift) & 0x0F0F0F0F;
   kquant_scale_min(b, j, f.d0, f.m);
   f.d1 = f.d0;
 }
@@ -200,8 +181,8 @@ __device__ __forceinline__ void frag<DType::Q5_K>(const uint8_t* row, int u, int
   const int j = u & 7, shift = 4 * (j & 1);
   const uint8_t* qs = b + 48 + 32 * (j >> 1);
   const uint8_t* qh = b + 16;  // bit j of byte e: the fifth bit of element e of sub-block j
-  f.lo = ((ld4(qs + 4 * t) >> shift) & 0x0F0F0F0F) | (((ld4(qh + 4 * t) >> j) & 0x01010101) << 4);
-  f.hi = ((ld4(qs + 16 + 4 * t) >> shift) & 0x0F0F0F0F) | (((ld4(qh + 16 + 4 * t) >> j) & 0x01010101) << 4);
+  f.lo = ((ld_i32_a4(qs + 4 * t) >> shift) & 0x0F0F0F0F) | (((ld_i32_a4(qh + 4 * t) >> j) & 0x01010101) << 4);
+  f.hi = ((ld_i32_a4(qs + 16 + 4 * t) >> shift) & 0x0F0F0F0F) | (((ld_i32_a4(qh + 16 + 4 * t) >> j) & 0x01010101) << 4);
   kquant_scale_min(b, j, f.d0, f.m);
   f.d1 = f.d0;
 }
@@ -213,8 +194,8 @@ __device__ __forceinline__ void frag<DType::Q6_K>(const uint8_t* row, int u, int
   const uint8_t* ql = b + 64 * h + 32 * (qd & 1);
   const uint8_t* qh = b + 128 + 32 * h;
   const int ls = 4 * (qd >> 1), hs = 2 * qd;
-  const int lo_l = (ld2(ql + 4 * t) >> ls) & 0x0F0F0F0F, lo_h = (ld2(qh + 4 * t) >> hs) & 0x03030303;
-  const int hi_l = (ld2(ql + 16 + 4 * t) >> ls) & 0x0F0F0F0F, hi_h = (ld2(qh + 16 + 4 * t) >> hs) & 0x03030303;
+  const int lo_l = (ld_i32_a2(ql + 4 * t) >> ls) & 0x0F0F0F0F, lo_h = (ld_i32_a2(qh + 4 * t) >> hs) & 0x03030303;
+  const int hi_l = (ld_i32_a2(ql + 16 + 4 * t) >> ls) & 0x0F0F0F0F, hi_h = (ld_i32_a2(qh + 16 + 4 * t) >> hs) & 0x03030303;
   f.lo = __vsubss4(lo_l | (lo_h << 4), 0x20202020);
   f.hi = __vsubss4(hi_l | (hi_h << 4), 0x20202020);
   const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
@@ -364,8 +345,8 @@ __global__ void __launch_bounds__(32 * kWarps) mmq_kernel(const uint8_t* w, int6
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         const int8_t* ap = act[nt] + static_cast<int64_t>(u) * 32;
-        const int b_lo = ld4(reinterpret_cast<const uint8_t*>(ap) + 4 * t);
-        const int b_hi = ld4(reinterpret_cast<const uint8_t*>(ap) + 16 + 4 * t);
+        const int b_lo = ld_i32_a4(reinterpret_cast<const uint8_t*>(ap) + 4 * t);
+        const int b_hi = ld_i32_a4(reinterpret_cast<const uint8_t*>(ap) + 16 + 4 * t);
         const float2 s0 = sa[nt][0][u], s1 = sa[nt][1][u];
         if constexpr (MmqTraits<T>::HALF) {
           int c_lo[4], c_hi[4];

@@ -18,19 +18,6 @@
 namespace minfer::cuda {
 namespace {
 
-// ---- unaligned-safe int loads from 2-byte-aligned blocks
-__device__ __forceinline__ int ld_i32_a2(const uint8_t* p) {
-  const uint16_t* h = reinterpret_cast<const uint16_t*>(p);
-  return static_cast<int>(static_cast<uint32_t>(h[0]) | (static_cast<uint32_t>(h[1]) << 16));
-}
-__device__ __forceinline__ int ld_i32_a4(const uint8_t* p) { return *reinterpret_cast<const int*>(p); }
-
-// Bits b0..b3 of x placed at bit 4 of bytes 0..3.
-__device__ __forceinline__ int spread4_bit4(uint32_t x) {
-  return static_cast<int>(((x << 4) & 0x10u) | ((x << 11) & 0x1000u) | ((x << 18) & 0x100000u) |
-                          ((x << 25) & 0x10000000u));
-}
-
 struct WUnit {
   int q[8];
   float d0, d1;  // scales of elements 0..15 and 16..31

@@ -12,6 +12,20 @@ namespace minfer::cuda {
 
 __device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 
+/// 32-bit loads from block data: `ld_i32_a2` for 2-byte-aligned blocks (two 16-bit loads),
+/// `ld_i32_a4` for 4-byte-aligned ones.
+__device__ __forceinline__ int ld_i32_a2(const uint8_t* p) {
+  const uint16_t* h = reinterpret_cast<const uint16_t*>(p);
+  return static_cast<int>(static_cast<uint32_t>(h[0]) | (static_cast<uint32_t>(h[1]) << 16));
+}
+__device__ __forceinline__ int ld_i32_a4(const uint8_t* p) { return *reinterpret_cast<const int*>(p); }
+
+/// Bits b0..b3 of x placed at bit 4 of bytes 0..3 (the fifth bit of Q5 quants).
+__device__ __forceinline__ int spread4_bit4(uint32_t x) {
+  return static_cast<int>(((x << 4) & 0x10u) | ((x << 11) & 0x1000u) | ((x << 18) & 0x100000u) |
+                          ((x << 25) & 0x10000000u));
+}
+
 __device__ __forceinline__ void scale_min_k4(int j, const uint8_t* q, int& sc, int& m) {
   if (j < 4) {
     sc = q[j] & 63;
