@@ -8,6 +8,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <unistd.h>
+#include <vector>
 
 #include "cli_run.h"
 #include "common/test_util.h"
@@ -38,6 +40,35 @@ TEST(Cli, JsonOutputHasIdsTextAndTimings) {
   // Greedy is deterministic: the same command gives the same ids.
   auto again = nlohmann::json::parse(run(gen + " -n 6 --temp 0 --json --device cpu").out);
   EXPECT_EQ(j["ids"], again["ids"]);
+}
+
+// --parallel: every line a prompt, several decoded at once, results in prompt order, each the
+// same greedy ids as that prompt alone (the CPU is batch-invariant).
+TEST(Cli, ParallelPromptsComeBackInOrderAndEqualSoloRuns) {
+  const auto dir = std::filesystem::temp_directory_path() / ("minfer_parallel_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::vector<std::string> prompts = {"import os", "def main():", "class Foo(object):", "x = [",
+                                            "for i in range(10):"};
+  {
+    std::ofstream f(dir / "prompts.txt");
+    for (const auto& p : prompts) f << p << "\n";
+    f << "\n";  // an empty line is not a prompt
+  }
+  auto r = run_stdout(gen + " --parallel 3 -f " + (dir / "prompts.txt").string() + " -n 12 --temp 0 --json --device cpu");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["results"].size(), prompts.size());
+  EXPECT_EQ(j["parallel"].get<int>(), 3);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const auto& got = j["results"][i];
+    EXPECT_EQ(got["prompt"].get<std::string>(), prompts[i]);
+    const auto solo = nlohmann::json::parse(
+        run_stdout(gen + " -p '" + prompts[i] + "' -n 12 --temp 0 --json --no-escape --device cpu").out);
+    EXPECT_EQ(got["ids"], solo["ids"]) << prompts[i];
+    EXPECT_EQ(got["prompt_ids"], solo["prompt_ids"]) << prompts[i];
+  }
+  EXPECT_NE(run(gen + " --parallel 2 -p x").code, 0);  // needs -f
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Cli, ZeroTokensIsPrefillOnly) {
