@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,19 @@ bool matches(int fd, const httplib::Request& req) {
 }
 
 }  // namespace
+
+int bind_server(httplib::Server& http, const std::string& host, int port, int backlog) {
+  auto listener = std::make_shared<int>(-1);
+  http.set_socket_options([listener](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const char*>(&yes), sizeof(yes));
+    *listener = sock;
+  });
+  if (port == 0) port = http.bind_to_any_port(host);
+  else if (!http.bind_to_port(host, port)) port = -1;
+  if (port > 0 && *listener >= 0) ::listen(*listener, backlog);  // a listening socket takes a new backlog
+  return port;
+}
 
 int connection_fd(const httplib::Request& req) {
   thread_local int last = -1;

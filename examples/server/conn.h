@@ -11,8 +11,15 @@
 #include <httplib.h>
 
 #include <span>
+#include <string>
 
 namespace minfer::server {
+
+/// Binds `http` to host:port (0: any free port) with SO_REUSEADDR only (httplib's default also
+/// sets SO_REUSEPORT, which lets a second server silently share the port instead of failing) and
+/// a listen backlog of `backlog` (httplib 0.11 listens with 5: a burst of new connections past it
+/// waits out a SYN retransmission and, worse, some are reset). Returns the port, or -1.
+int bind_server(httplib::Server& http, const std::string& host, int port, int backlog = 1024);
 
 /// The descriptor of req's connection, or -1 when it cannot be found (not Linux). Checks the
 /// descriptor this thread found last first (keep-alive connections send many requests).

@@ -90,6 +90,7 @@ enum class Kind { normal, cut_off, malformed };
 struct Outcome {
   int status = 0;
   bool transport_error = false;
+  bool stream = false;
   bool done = false;  // [DONE] seen (streams) / full body parsed
   double latency_ms = 0, ttft_ms = -1;
   int64_t prompt_tokens = 0, completion_tokens = 0;
@@ -198,8 +199,10 @@ Outcome one_request(const LoadParams& p, const ServerInfo& info, std::mt19937_64
   const bool sent = client.send(req, res, err);
   o.latency_ms = ms_since(t0);
   o.status = res.status;
+  o.stream = stream;
   if (!sent) {
     o.transport_error = true;
+    o.error = httplib::to_string(err);
     return o;
   }
   if (!stream || kind == Kind::malformed) {
@@ -256,7 +259,7 @@ LoadRound run_round(const LoadParams& p, const ServerInfo& info, uint64_t seed) 
           continue;
         }
         if (o.transport_error) {
-          problem(fmt::format("transport error after {:.0f} ms", o.latency_ms));
+          problem(fmt::format("transport error ({}) after {:.0f} ms, {} request", o.error, o.latency_ms, o.stream ? "a streamed" : "a plain"));
         } else if (o.status == 503) {
           ++round.rejected_503;
         } else if (o.status != 200 || !o.done || !o.error.empty()) {

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "common/prompt.h"
+#include "conn.h"
 #include "server.h"
 
 using namespace minfer;
@@ -19,6 +20,7 @@ int main(int argc, char** argv) {
     CLI::App app{"minfer-server: OpenAI-compatible HTTP API with continuous batching"};
     examples::ModelArgs margs;
     server::ServerParams sp;
+    sp.engine.timeout_s = 600;  // llama-server's --timeout default
     std::string host = "127.0.0.1";
     int port = 8080;
     examples::add_model_flags(app, margs);
@@ -28,7 +30,8 @@ int main(int argc, char** argv) {
     app.add_option("--queue", sp.engine.queue, "sequences that may wait beyond the slots; more get 503")
         ->check(CLI::Range(0, 1 << 20));
     app.add_option("--timeout", sp.engine.timeout_s,
-                   "seconds a request may take from arrival (generation ends there) and the HTTP read/write timeout; 0: none")
+                   "seconds a request may take from its arrival (its generation ends there, finish_reason \"length\") and the "
+                   "HTTP read/write timeout, as llama-server's; 0: none")
         ->check(CLI::NonNegativeNumber);
     bool no_cache = false;
     app.add_flag("--no-cache-prompt", no_cache, "turn the prefix cache off (on by default, as llama-server's cache_prompt)");
@@ -56,19 +59,18 @@ int main(int argc, char** argv) {
     pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
     std::signal(SIGPIPE, SIG_IGN);
 
-    auto L = examples::load_model(margs);
+    // -c is the KV pool of all slots together, not one sequence's context: the loader's warning
+    // about -c above the trained context does not apply (one sequence holds at most that).
+    examples::ModelArgs load_args = margs;
+    load_args.n_ctx = 0;
+    auto L = examples::load_model(load_args);
     server::Server srv(L, examples::session_params(margs), sp);
     httplib::Server http;
     srv.install(http);
-    // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, which lets a second server
-    // silently share the port instead of failing with "address in use".
-    http.set_socket_options([](socket_t sock) {
-      int yes = 1;
-      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const char*>(&yes), sizeof(yes));
-    });
-    if (port == 0) port = http.bind_to_any_port(host);
-    else if (!http.bind_to_port(host, port)) port = -1;
-    if (port <= 0) throw std::runtime_error(fmt::format("cannot listen on {}:{} (in use, or not an address of this machine)", host, port));
+    const int asked = port;
+    port = server::bind_server(http, host, port);
+    if (port <= 0)
+      throw std::runtime_error(fmt::format("cannot listen on {}:{} (in use, or not an address of this machine)", host, asked));
     std::atomic<bool> leaving{false};
     std::thread stopper([&] {
       int sig = 0;

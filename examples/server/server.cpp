@@ -25,6 +25,7 @@ constexpr int kMaxDepth = 64;
 struct LogInfo {
   Clock::time_point t0 = Clock::now();
   int64_t prompt = -1, generated = -1;
+  const char* note = "";  // e.g. a stream whose client went away (its status line said 200)
 };
 thread_local LogInfo g_log;
 
@@ -156,8 +157,9 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, bool 
     int64_t generated = 0;
     for (const auto& c : task->choices) generated += static_cast<int64_t>(c.result.ids.size());
     g_log.generated = generated;
-    if (task->cancelled) {  // the client went away: nobody reads this
+    if (task->cancelled) {  // the client went away: nobody reads this (499 as nginx logs it)
       res.status = 499;
+      g_log.note = " (client went away)";
       return;
     }
     if (task->error_status != 0) return send_error(res, task->error_status, task->error);
@@ -200,6 +202,13 @@ bool Server::stream_step(Stream& st, httplib::DataSink& sink) {
   auto give_up = [&] {  // the client is gone: end the task, wait until the engine let it go
     engine_->cancel(t);
     t.wait();
+    int64_t generated = 0;
+    {
+      std::lock_guard<std::mutex> lk(t.mu);
+      for (const auto& c : t.choices) generated += static_cast<int64_t>(c.result.ids.size());
+    }
+    g_log.generated = generated;
+    g_log.note = " (client went away)";
     return false;
   };
   const auto n = static_cast<int32_t>(st.reported.size());
@@ -350,7 +359,7 @@ void Server::install(httplib::Server& http) {
       std::string tokens;
       if (g_log.prompt >= 0) tokens = fmt::format(" prompt={} gen={}", g_log.prompt, std::max<int64_t>(g_log.generated, 0));
       const std::string line =
-          fmt::format("{} {} {} {}{} {:.1f} ms", req.remote_addr, req.method, req.path, res.status, tokens, ms);
+          fmt::format("{} {} {} {}{} {:.1f} ms{}", req.remote_addr, req.method, req.path, res.status, tokens, ms, g_log.note);
       if (sink) sink(line);
       else std::fprintf(stderr, "%s\n", line.c_str());
     });

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "conn.h"
 #include "server.h"
 
 namespace minfer::test {
@@ -61,7 +62,7 @@ class TestServer {
     };
     server_ = std::make_unique<server::Server>(default_model(), rp, sp);
     server_->install(http_);
-    port_ = http_.bind_to_any_port("127.0.0.1");
+    port_ = server::bind_server(http_, "127.0.0.1", 0);
     thread_ = std::thread([this] { http_.listen_after_bind(); });
     while (!http_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
