@@ -29,6 +29,7 @@ stop() {
   fi
 }
 trap stop EXIT
+trap 'stop; exit 143' INT TERM
 port=""
 for _ in $(seq 1 1200); do  # the model loads first (a 7B takes a while)
   port=$(grep -oP 'listening on http://[^ ]+:\K[0-9]+' "$log" | head -1 || true)

@@ -362,6 +362,7 @@ void Server::install(httplib::Server& http) {
           fmt::format("{} {} {} {}{} {:.1f} ms{}", req.remote_addr, req.method, req.path, res.status, tokens, ms, g_log.note);
       if (sink) sink(line);
       else std::fprintf(stderr, "%s\n", line.c_str());
+      g_log = LogInfo{};  // a request httplib refuses before routing must not inherit these
     });
   }
   // Unknown routes and wrong methods get a JSON error too (OpenAI clients parse every body).

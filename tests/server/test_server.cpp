@@ -496,40 +496,50 @@ TEST_F(ServerApi, EightConcurrentStreamsInterleaveAndEqualTheirSoloRuns) {
 // at once and the KV blocks are free again.
 TEST_F(ServerApi, DisconnectsFreeTheSlotAndTheBlocks) {
   const auto before = srv().idle_metrics();
-  const std::string hog = json{{"prompt", "class Hog:\n"}, {"max_tokens", -1}, {"ignore_eos", true}, {"stream", true}}.dump();
-  // Fill all 8 slots with streams that would run to the end of the context (2048 tokens).
+  // Fill all 8 slots with requests that would run to the end of the context (2048 tokens): 4
+  // streamed, 4 not.
   std::vector<std::unique_ptr<RawConn>> hogs;
   for (int i = 0; i < 8; ++i) {
+    const bool stream = i < 4;
     hogs.push_back(std::make_unique<RawConn>(srv().port()));
     ASSERT_TRUE(hogs.back()->ok());
-    ASSERT_TRUE(hogs.back()->send_post("/v1/completions", hog));
+    ASSERT_TRUE(hogs.back()->send_post(
+        "/v1/completions", json{{"prompt", "class Hog:\n"}, {"max_tokens", -1}, {"ignore_eos", true}, {"stream", stream}}.dump()));
   }
-  for (auto& h : hogs) ASSERT_TRUE(h->read_until("\"text\":"));
-  // A ninth request waits for a slot...
-  auto ninth = std::async(std::launch::async, [&] {
-    return srv().post_json("/v1/completions", {{"prompt", "x"}, {"max_tokens", 3}, {"ignore_eos", true}});
-  });
-  for (int i = 0; i < 400 && srv().metrics()["minfer:requests_queued"] < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  EXPECT_EQ(ninth.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout) << "it did not wait";
-  // ...and gets one as soon as a streaming client hangs up, while the other hogs still run.
-  hogs[0]->close_now();
-  ASSERT_EQ(ninth.wait_for(std::chrono::seconds(20)), std::future_status::ready);
-  EXPECT_EQ(ninth.get()["usage"]["completion_tokens"], 3);
-  EXPECT_EQ(srv().metrics()["minfer:requests_active"], 7) << "the other seven still run";
-  // A non-streaming client that hangs up mid-generation.
-  for (size_t i = 1; i < hogs.size(); ++i) hogs[i]->close_now();
-  srv().idle_metrics();
-  RawConn plain(srv().port());
-  ASSERT_TRUE(plain.send_post("/v1/completions", json{{"prompt", "class Plain:\n"}, {"max_tokens", -1}, {"ignore_eos", true}}.dump()));
-  for (int i = 0; i < 400 && srv().metrics()["minfer:requests_active"] < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  plain.close_now();
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(hogs[static_cast<size_t>(i)]->read_until("\"text\":"));
+  for (int i = 0; i < 2000 && srv().metrics()["minfer:requests_active"] < 8; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  ASSERT_EQ(srv().metrics()["minfer:requests_active"], 8);
+  auto next = [&] {
+    return std::async(std::launch::async, [&] {
+      return srv().post_json("/v1/completions", {{"prompt", "x"}, {"max_tokens", 3}, {"ignore_eos", true}});
+    });
+  };
+  // A ninth request waits for a slot, and gets one as soon as a client hangs up — a plain one
+  // first, then a streaming one — while the other requests still run.
+  for (size_t gone : {size_t{4}, size_t{0}}) {
+    auto waiting = next();
+    for (int i = 0; i < 2000 && srv().metrics()["minfer:requests_queued"] < 1; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    EXPECT_EQ(waiting.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout) << "it did not wait";
+    hogs[gone]->close_now();
+    ASSERT_EQ(waiting.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+    EXPECT_EQ(waiting.get()["usage"]["completion_tokens"], 3);
+    for (int i = 0; i < 2000 && srv().metrics()["minfer:requests_active"] > 7; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    EXPECT_EQ(srv().metrics()["minfer:requests_active"], 7) << "the others still run";
+    hogs[gone] = std::make_unique<RawConn>(srv().port());  // refill the slot
+    ASSERT_TRUE(hogs[gone]->send_post("/v1/completions",
+                                      json{{"prompt", "class Hog:\n"}, {"max_tokens", -1}, {"ignore_eos", true}}.dump()));
+    for (int i = 0; i < 2000 && srv().metrics()["minfer:requests_active"] < 8; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  for (auto& h : hogs) h->close_now();
   const auto after = srv().idle_metrics();
   EXPECT_EQ(after.at("minfer:requests_active"), 0);
   EXPECT_EQ(after.at("minfer:kv_blocks_used"), 0) << "every block is back";
-  EXPECT_EQ(after.at("minfer:requests_cancelled_total") - before.at("minfer:requests_cancelled_total"), 9);
-  // None of the nine ran to the end of its context.
-  EXPECT_LT(after.at("minfer:generated_tokens_total") - before.at("minfer:generated_tokens_total"), 9 * 2000);
+  EXPECT_EQ(after.at("minfer:requests_cancelled_total") - before.at("minfer:requests_cancelled_total"), 10);
+  // None of the ten ran to the end of its context.
+  EXPECT_LT(after.at("minfer:generated_tokens_total") - before.at("minfer:generated_tokens_total"), 10 * 2000);
 }
 
 // A repeated long prompt is served from the prefix cache: /metrics counts the hit tokens, usage
