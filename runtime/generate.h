@@ -26,10 +26,14 @@ struct GenerateResult {
   std::vector<int32_t> ids;  ///< generated tokens (the stop token included when it ended the run)
   std::string text;          ///< generated text, cut before a stop string; special tokens skipped
   int32_t n_prompt_eval = 0; ///< prompt tokens evaluated (not reused from the cache)
+  int32_t n_prompt_cached = 0;  ///< prompt tokens taken from the scheduler's prefix cache
   double prefill_ms = 0, decode_ms = 0;
   /// "length" (n_predict reached), "eog", "stop" (a stop string), "context" (context full),
-  /// "cancelled" (GenerateParams::cancel).
+  /// "cancelled" (GenerateParams::cancel); from the Scheduler also "timeout" (Request::deadline),
+  /// "kv_full" (the pool ran out with nothing left to preempt) and "error".
   std::string stop_reason;
+  /// One entry per generated token when asked for (Request::n_logprobs), in the order of `ids`.
+  std::vector<TokenLogprob> logprobs;
 
   double prefill_tok_s() const { return prefill_ms > 0 ? n_prompt_eval * 1000.0 / prefill_ms : 0; }
   /// Decode speed over the tokens produced by one-token forward passes.

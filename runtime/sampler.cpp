@@ -368,6 +368,37 @@ int32_t Sampler::sample_probs(std::span<const float> p) {
   return pick_candidate(c, u01(rng_));
 }
 
+TokenLogprob token_logprob(std::span<const float> logits, int32_t id, int32_t n_top) {
+  if (logits.empty()) throw std::invalid_argument("sampler: empty logits");
+  if (id < 0 || static_cast<size_t>(id) >= logits.size())
+    throw std::out_of_range("token_logprob: id " + std::to_string(id) + " outside the logits");
+  float mx = -INFINITY;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    check_logit(logits[i], i);
+    mx = std::max(mx, logits[i]);
+  }
+  if (mx == -INFINITY) throw std::invalid_argument("sampler: every logit is -inf");
+  double sum = 0.0;
+  for (float v : logits) sum += std::exp(static_cast<double>(v) - mx);
+  const double lse = static_cast<double>(mx) + std::log(sum);
+  auto lp = [&](int32_t i) { return static_cast<float>(static_cast<double>(logits[static_cast<size_t>(i)]) - lse); };
+  TokenLogprob out;
+  out.id = id;
+  out.logprob = lp(id);
+  const auto k = static_cast<size_t>(std::clamp<int64_t>(n_top, 0, static_cast<int64_t>(logits.size())));
+  if (k > 0) {
+    std::vector<int32_t> ids(logits.size());
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+    auto higher = [&](int32_t a, int32_t b) {
+      const float x = logits[static_cast<size_t>(a)], y = logits[static_cast<size_t>(b)];
+      return x != y ? x > y : a < b;
+    };
+    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(), higher);
+    for (size_t i = 0; i < k; ++i) out.top.emplace_back(ids[i], lp(ids[i]));
+  }
+  return out;
+}
+
 double Sampler::uniform() { return u01(rng_); }
 
 Sampler Sampler::fork() {

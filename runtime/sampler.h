@@ -28,6 +28,7 @@
 #include <deque>
 #include <random>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace minfer {
@@ -90,6 +91,20 @@ int32_t pick_candidate(const Candidates& c, double u);
 
 /// Index of the largest logit, the lowest index on ties. Validates like make_candidates.
 int32_t argmax(std::span<const float> logits);
+
+/// The log-probability of a token under the model's own distribution — log-softmax of the raw
+/// logits at temperature 1, before penalties and filters (what OpenAI's `logprobs` report) — and
+/// the most likely alternatives.
+struct TokenLogprob {
+  int32_t id = 0;
+  float logprob = 0;                           ///< -inf for a masked (-inf) logit
+  std::vector<std::pair<int32_t, float>> top;  ///< (id, logprob), most likely first, ties: lower id
+};
+
+/// `id`'s entry with the `n_top` (>= 0) most likely tokens, computed in double over the whole
+/// vocabulary (one pass for the log-sum-exp, a partial sort for the top). Validates like
+/// make_candidates; throws std::out_of_range for an id outside the logits.
+TokenLogprob token_logprob(std::span<const float> logits, int32_t id, int32_t n_top);
 
 /// Not thread-safe: sample() advances the RNG and the filters use a scratch buffer.
 class Sampler {

@@ -15,6 +15,23 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
+// The prefix-cache key of a full block: a chain over the previous block's key and this block's
+// tokens (splitmix64 finalizer per step), so equal keys mean equal whole prefixes. 64 bits: a
+// collision among a pool's few thousand blocks has odds far below 1e-10.
+constexpr uint64_t kRootHash = 0x6d696e6665722d31ull;  // "minfer-1"
+uint64_t mix64(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+uint64_t block_hash(uint64_t prev, const int32_t* tokens, int32_t n) {
+  uint64_t h = mix64(prev + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(n));
+  for (int32_t i = 0; i < n; ++i) h = mix64(h ^ (static_cast<uint64_t>(static_cast<uint32_t>(tokens[i])) + 0x9e3779b97f4a7c15ull));
+  return h;
+}
+
 }  // namespace
 
 struct Scheduler::Seq {
@@ -24,6 +41,8 @@ struct Scheduler::Seq {
   bool borrowed = false;  // the caller's sequence: never freed or preempted here
   std::vector<int32_t> pending;  // tokens still to evaluate (prompt chunks, or a recompute)
   std::vector<int32_t> history;  // tokens evaluated into kv by this scheduler (for a recompute)
+  int32_t n_hashed = 0;          // leading full blocks registered in the prefix cache
+  uint64_t last_hash = kRootHash;  // key of block n_hashed - 1
   int32_t next = -1;             // sampled token to evaluate in the next step
   bool sampled = false;          // has sampled at least one token
   Sampler* sampler = nullptr;
@@ -50,6 +69,7 @@ Scheduler::Scheduler(ModelRunner& runner, const tokenizer::Tokenizer& tok, const
   n_batch_ = p.n_batch > 0 ? std::min(p.n_batch, runner.n_batch()) : runner.n_batch();
   n_parallel_ = p.n_parallel > 0 ? std::min(p.n_parallel, runner.kv().n_seq_max()) : runner.kv().n_seq_max();
   n_parallel_ = std::min(n_parallel_, n_batch_);  // every running sequence gets its decode row
+  prefix_cache_ = p.prefix_cache;
 }
 
 Scheduler::~Scheduler() {
@@ -59,6 +79,18 @@ Scheduler::~Scheduler() {
 }
 
 int32_t Scheduler::n_running() const { return static_cast<int32_t>(running_.size()); }
+
+int32_t Scheduler::n_running_requests() const {
+  int32_t n = 0;
+  const Req* last = nullptr;
+  std::vector<const Req*> seen;
+  for (const Seq* s : running_) {
+    if (s->req == last || std::find(seen.begin(), seen.end(), s->req) != seen.end()) continue;
+    seen.push_back(last = s->req);
+    ++n;
+  }
+  return n;
+}
 
 RequestId Scheduler::submit(Request r) {
   if (r.prompt.empty()) throw std::invalid_argument("submit: empty prompt");
@@ -144,6 +176,9 @@ void Scheduler::retire(Seq& s) {
 void Scheduler::finish_request(Req& r) {
   r.finished = true;
   std::erase(waiting_, &r);
+  ++stats_.requests_finished;
+  if (r.result.cancelled) ++stats_.requests_cancelled;
+  if (r.result.timed_out) ++stats_.requests_timed_out;
 }
 
 void Scheduler::fail(Req& r, const std::string& why) {
@@ -173,22 +208,78 @@ bool Scheduler::admit(Req& r) {
     if (static_cast<int32_t>(running_.size()) + reserved + slots > n_parallel_) return false;
     const bool fresh_kv = s.kv < 0;
     if (kv.n_seq() + reserved + (fresh_kv ? slots : slots - 1) > kv.n_seq_max()) return false;
-    const int32_t have = fresh_kv ? 0 : kv.seq_len(s.kv);
+    // A new sequence first takes what the prefix cache holds of its tokens; that is undone when
+    // it cannot start now.
+    int32_t hit = 0;
+    if (fresh_kv) {
+      s.kv = kv.seq_new();
+      if (prefix_cache_ && r.r.cache_prompt) hit = reuse_prefix(s);
+    }
+    auto undo = [&] {
+      if (!fresh_kv) return;
+      s.pending.insert(s.pending.begin(), s.history.begin(), s.history.end());
+      s.history.clear();
+      s.n_hashed = 0;
+      s.last_hash = kRootHash;
+      kv.seq_free(s.kv);
+      s.kv = -1;
+    };
+    const int32_t have = kv.seq_len(s.kv);
     const int32_t need =
         static_cast<int32_t>((have + static_cast<int64_t>(s.pending.size()) + kv.block_size() - 1) / kv.block_size()) -
-        (fresh_kv ? 0 : static_cast<int32_t>(kv.seq_blocks(s.kv).size()));
+        static_cast<int32_t>(kv.seq_blocks(s.kv).size());
     // Headroom of one block per running sequence, so admitting does not force a preemption.
-    if (!running_.empty() && need > kv.pool().n_free() - static_cast<int32_t>(running_.size())) return false;
+    if (!running_.empty() && need > kv.pool().n_free() - static_cast<int32_t>(running_.size())) {
+      undo();
+      return false;
+    }
     if (need > kv.pool().n_free()) {
+      undo();
       fail(r, fmt::format("the KV pool has {} free blocks of {} tokens but the prompt needs {}; use -c to raise it",
                           kv.pool().n_free(), kv.block_size(), need));
       return true;
     }
-    if (fresh_kv) s.kv = kv.seq_new();
+    stats_.cached_tokens += hit;
+    if (!s.sampled) r.result.choices[static_cast<size_t>(s.choice)].n_prompt_cached += hit;
     s.t_admit = Clock::now();
     running_.push_back(&s);
   }
   return true;
+}
+
+// Appends to s (new, empty) the cached blocks that hold its leading tokens, moving those tokens
+// from pending to history. Whole blocks only, and never the last token (its logits are needed).
+// Returns the tokens reused.
+int32_t Scheduler::reuse_prefix(Seq& s) {
+  KvCache& kv = runner_.kv();
+  const int32_t bs = kv.block_size();
+  const auto usable = static_cast<int32_t>((s.pending.size() - 1) / static_cast<size_t>(bs));
+  int32_t n = 0;
+  uint64_t h = kRootHash;
+  for (; n < usable; ++n) {
+    const uint64_t next = block_hash(h, s.pending.data() + static_cast<size_t>(n) * static_cast<size_t>(bs), bs);
+    if (!kv.seq_append_cached(s.kv, next)) break;
+    h = next;
+  }
+  if (n == 0) return 0;
+  const auto cut = s.pending.begin() + static_cast<std::ptrdiff_t>(n) * bs;
+  s.history.assign(s.pending.begin(), cut);
+  s.pending.erase(s.pending.begin(), cut);
+  s.n_hashed = n;
+  s.last_hash = h;
+  return n * bs;
+}
+
+// Registers the blocks of s that became full since the last call.
+void Scheduler::register_blocks(Seq& s) {
+  if (!prefix_cache_ || s.borrowed || s.kv < 0) return;
+  KvCache& kv = runner_.kv();
+  const auto bs = static_cast<size_t>(kv.block_size());
+  while (static_cast<size_t>(s.n_hashed + 1) * bs <= s.history.size()) {
+    s.last_hash = block_hash(s.last_hash, s.history.data() + static_cast<size_t>(s.n_hashed) * bs, static_cast<int32_t>(bs));
+    kv.set_block_hash(s.kv, s.n_hashed, s.last_hash);  // false: another block holds it; fine
+    ++s.n_hashed;
+  }
 }
 
 // The most recently admitted sequence other than `needy` that may be recomputed goes back to the
@@ -203,6 +294,8 @@ bool Scheduler::preempt_for(const Seq& needy) {
     runner_.kv().seq_free(v.kv);
     v.kv = -1;
     v.history.clear();
+    v.n_hashed = 0;
+    v.last_hash = kRootHash;
     v.pending = std::move(redo);
     v.next = -1;
     running_.erase(std::next(it).base());
@@ -222,6 +315,8 @@ std::vector<Scheduler::Seq*> Scheduler::start_choices(Req& r, Seq& parent) {
     s->choice = c;
     s->kv = runner_.kv().seq_fork(parent.kv);
     s->history = parent.history;
+    s->n_hashed = parent.n_hashed;
+    s->last_hash = parent.last_hash;
     s->own_sampler = std::make_unique<Sampler>(parent.sampler->fork());
     s->sampler = s->own_sampler.get();
     GenerateResult& res = r.result.choices[static_cast<size_t>(c)];
@@ -242,7 +337,7 @@ std::vector<Scheduler::Seq*> Scheduler::start_choices(Req& r, Seq& parent) {
 }
 
 // Commits a sampled token; false when the sequence is done.
-bool Scheduler::commit(Seq& s, int32_t token) {
+bool Scheduler::commit(Seq& s, int32_t token, std::span<const float> row) {
   GenerateResult& res = s.req->result.choices[static_cast<size_t>(s.choice)];
   if (!s.sampled) {
     s.sampled = true;
@@ -250,8 +345,10 @@ bool Scheduler::commit(Seq& s, int32_t token) {
     res.prefill_ms = ms_between(s.t_admit, s.t_first);
   }
   ++stats_.generated_tokens;
+  const int32_t n_lp = s.req->r.n_logprobs;
+  if (n_lp >= 0) res.logprobs.push_back(token_logprob(row, token, n_lp));
   const bool more = s.sink->push(token);
-  if (s.req->r.on_token) s.req->r.on_token(s.choice, token);
+  if (s.req->r.on_token) s.req->r.on_token(s.choice, token, n_lp >= 0 ? &res.logprobs.back() : nullptr);
   if (!more) return false;
   if (runner_.kv().seq_len(s.kv) + 1 > runner_.kv().n_ctx_seq()) {
     res.stop_reason = "context";
@@ -261,16 +358,27 @@ bool Scheduler::commit(Seq& s, int32_t token) {
   return true;
 }
 
+// Ends a request before it finished: cancelled (nothing more is streamed) or past its deadline
+// (held-back text is flushed: what was generated stands).
+void Scheduler::end_early(Req& r, bool timeout) {
+  if (timeout) r.result.timed_out = true;
+  else r.result.cancelled = true;
+  for (auto& s : r.seqs) {
+    if (s->done) continue;
+    GenerateResult& res = r.result.choices[static_cast<size_t>(s->choice)];
+    if (res.stop_reason.empty()) res.stop_reason = timeout ? "timeout" : "cancelled";
+    if (timeout) s->sink->finish();
+    retire(*s);
+  }
+}
+
 bool Scheduler::step() {
-  // Cancelled requests retire first.
+  // Cancelled requests and those past their deadline retire first.
+  const auto now = Clock::now();
   for (auto& [id, r] : reqs_) {
-    if (!r->cancel || r->finished) continue;
-    r->result.cancelled = true;
-    for (auto& s : r->seqs) {
-      GenerateResult& res = r->result.choices[static_cast<size_t>(s->choice)];
-      if (res.stop_reason.empty()) res.stop_reason = "cancelled";
-      retire(*s);
-    }
+    if (r->finished) continue;
+    if (r->cancel) end_early(*r, false);
+    else if (r->r.deadline && now >= *r->r.deadline) end_early(*r, true);
   }
   while (!waiting_.empty()) {
     Req* r = waiting_.front();
@@ -353,6 +461,7 @@ bool Scheduler::step() {
       s->req->result.choices[static_cast<size_t>(s->choice)].n_prompt_eval += n;
     }
   }
+  for (auto [s, n] : fed) register_blocks(*s);
   const auto n_vocab = static_cast<size_t>(runner_.n_vocab());
   std::vector<Seq*> ended;
   for (size_t i = 0; i < row_seq.size(); ++i) {
@@ -367,8 +476,8 @@ bool Scheduler::step() {
     // The other choices fork from this row and sample from it too.
     if (!s.sampled && !r.forked && r.r.n_choices > 1)
       for (Seq* kid : start_choices(r, s))
-        if (!commit(*kid, kid->sampler->sample(row))) ended.push_back(kid);
-    if (!commit(s, s.sampler->sample(row))) ended.push_back(&s);
+        if (!commit(*kid, kid->sampler->sample(row), row)) ended.push_back(kid);
+    if (!commit(s, s.sampler->sample(row), row)) ended.push_back(&s);
   }
   for (Seq* s : ended) {
     s->sink->finish();

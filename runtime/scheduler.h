@@ -16,6 +16,18 @@
 // queue, to be recomputed from its tokens later (vLLM's recompute preemption); its output is not
 // changed by that. Cancelled requests retire at the next step.
 //
+// Prefix caching (on by default, SchedulerParams::prefix_cache): every full KV block a sequence
+// evaluates is registered under a hash of its WHOLE token prefix (a chain: the previous block's
+// hash and this block's tokens, as vLLM's automatic prefix caching), so a block stands for the
+// same keys and values wherever it is found. At admission a new sequence takes the longest run
+// of cached blocks matching its prompt (KvCache::seq_append_cached: shared with running
+// sequences, or revived from the pool's cached free blocks, which the pool evicts least recently
+// used first) and evaluates only the rest; the last prompt token is always evaluated, for its
+// logits. A preempted sequence finds its own blocks again the same way when it is recomputed.
+//
+// Deadlines: a request past Request::deadline ends at the next step like a cancelled one, but
+// keeps what it generated (stop_reason "timeout", RequestResult::timed_out).
+//
 // Greedy output of a sequence does not depend on what else runs with it: on the CPU every op is
 // batch-invariant (runtime/speculative.h says why), so it is bit-identical to running it alone;
 // on CUDA that holds while a step stays in the decode kernels (docs/batching.md).
@@ -23,6 +35,7 @@
 // Not thread-safe: one thread calls submit/cancel/step (the server serializes around it).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -44,8 +57,9 @@ namespace minfer {
 class TokenSink;
 
 struct SchedulerParams {
-  int32_t n_batch = 0;     ///< token budget of one step; 0: the runner's n_batch
-  int32_t n_parallel = 0;  ///< sequences running at once; 0: the KV cache's n_seq_max
+  int32_t n_batch = 0;       ///< token budget of one step; 0: the runner's n_batch
+  int32_t n_parallel = 0;    ///< sequences running at once; 0: the KV cache's n_seq_max
+  bool prefix_cache = true;  ///< register full blocks by content and reuse them (see above)
 };
 
 /// One generation request.
@@ -60,10 +74,19 @@ struct Request {
   /// whose tokens precede `prompt` (multi-turn chat); it stays with its caller afterwards and
   /// holds every evaluated token (the last sampled token is not evaluated).
   int32_t seq = -1;
+  /// Reuse cached blocks of this prompt (llama-server's per-request "cache_prompt"); only with
+  /// SchedulerParams::prefix_cache. The request's own full blocks are registered either way.
+  bool cache_prompt = true;
+  /// >= 0: every sampled token's log-probability and this many alternatives (TokenLogprob, in
+  /// GenerateResult::logprobs and on_token); -1: none.
+  int32_t n_logprobs = -1;
+  /// When set, the request ends at the first step after this time (stop_reason "timeout").
+  std::optional<std::chrono::steady_clock::time_point> deadline;
   /// Streamed text of choice i (whole UTF-8 characters; stop strings held back).
   std::function<void(int32_t choice, std::string_view text)> on_text;
-  /// Every token committed to choice i (after its text was handed to on_text).
-  std::function<void(int32_t choice, int32_t token)> on_token;
+  /// Every token committed to choice i, after the text it completes went to on_text; `lp` is its
+  /// log-probability entry when n_logprobs >= 0, else null.
+  std::function<void(int32_t choice, int32_t token, const TokenLogprob* lp)> on_token;
 };
 
 using RequestId = int64_t;
@@ -71,15 +94,20 @@ using RequestId = int64_t;
 struct RequestResult {
   std::vector<GenerateResult> choices;
   bool cancelled = false;
+  bool timed_out = false;  ///< ended by Request::deadline (the choices keep what they generated)
   std::string error;  ///< why the request ended without finishing (empty when it finished)
 };
 
 struct SchedulerStats {
   int64_t steps = 0;
   int64_t prompt_tokens = 0;     ///< prompt tokens evaluated
+  int64_t cached_tokens = 0;     ///< tokens taken from the prefix cache instead of evaluated
   int64_t generated_tokens = 0;  ///< tokens sampled
   int64_t preemptions = 0;
   int64_t max_batch_rows = 0;
+  int64_t requests_finished = 0;  ///< every request that ended, whatever ended it
+  int64_t requests_cancelled = 0;
+  int64_t requests_timed_out = 0;
 };
 
 class Scheduler {
@@ -108,8 +136,13 @@ class Scheduler {
   /// unknown or unfinished id.
   RequestResult take(RequestId id);
 
+  /// Sequences running (a request with n choices runs up to n).
   int32_t n_running() const;
+  /// Requests with at least one running sequence.
+  int32_t n_running_requests() const;
+  /// Requests waiting for admission (new, or with a preempted sequence).
   int32_t n_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  bool prefix_cache() const { return prefix_cache_; }
   const SchedulerStats& stats() const { return stats_; }
   ModelRunner& runner() { return runner_; }
 
@@ -117,8 +150,11 @@ class Scheduler {
   struct Req;
   struct Seq;
   bool admit(Req& r);
+  int32_t reuse_prefix(Seq& s);
+  void register_blocks(Seq& s);
   std::vector<Seq*> start_choices(Req& r, Seq& parent);
-  bool commit(Seq& s, int32_t token);
+  bool commit(Seq& s, int32_t token, std::span<const float> row);
+  void end_early(Req& r, bool timeout);
   void retire(Seq& s);
   void finish_request(Req& r);
   bool preempt_for(const Seq& needy);
@@ -127,6 +163,7 @@ class Scheduler {
   ModelRunner& runner_;
   const tokenizer::Tokenizer& tok_;
   int32_t n_batch_ = 0, n_parallel_ = 0;
+  bool prefix_cache_ = true;
   RequestId next_id_ = 1;
   std::unordered_map<RequestId, std::unique_ptr<Req>> reqs_;
   std::deque<Req*> waiting_;

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds minfer for the GPU machine and stages what it needs in .dev/ (gitignored; carried to the
 # device with `carry: [".dev"]`):
-#   .dev/payload.tar.xz  bin/ (minfer-bench, minfer-mkmodel, ...) and tests/ (the GPU test
-#                        binaries); the binaries share one large CUDA fatbin, so xz packs ~75 MB
+#   .dev/payload.tar.xz  bin/ (minfer-bench, minfer-mkmodel, minfer-server, ...), tests/ (the GPU
+#                        test binaries) and lib/ (cpp-httplib and its dependencies, for the
+#                        server); the binaries share one large CUDA fatbin, so xz packs ~75 MB
 #                        into ~3 MB. scripts/gpu_check.sh unpacks it into .dev/ on the device.
 #   .dev/fixtures/       the fixtures the GPU tests read (MINFER_FIXTURES=.dev/fixtures)
 # The build is Release with the CUDA backend and MINFER_PORTABLE=ON (fmt header-only, static
@@ -25,7 +26,8 @@ fixture_set="${MINFER_DEVICE_FIXTURES:-default}"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMINFER_CUDA=ON -DMINFER_PORTABLE=ON \
   -DMINFER_SANITIZE=OFF "$@" >/dev/null
 # What the device runs: the GPU tests and the programs gpu_check.sh uses (those that exist).
-want=(test_cuda_ops test_cuda_models minfer-bench minfer-batched-bench minfer-mkmodel minfer-generate minfer-perplexity minfer-speculative)
+want=(test_cuda_ops test_cuda_models minfer-bench minfer-batched-bench minfer-mkmodel minfer-generate minfer-perplexity minfer-speculative
+      minfer-server minfer-server-load)
 have=$(ninja -C "$build" -t targets all | sed 's/:.*//')
 targets=()
 for t in "${want[@]}"; do grep -qx "$t" <<<"$have" && targets+=("$t"); done
@@ -37,6 +39,21 @@ for t in "${targets[@]}"; do
   if [[ -x "$build/tests/$t" ]]; then cp "$build/tests/$t" "$dev/tests/"; else cp "$build/bin/$t" "$dev/bin/"; fi
 done
 strip --strip-unneeded "$dev"/bin/* "$dev"/tests/* 2>/dev/null || true
+# minfer-server links cpp-httplib, which Debian ships as a shared library only: it and what it
+# needs (OpenSSL, zlib, brotli) go to .dev/lib, found through the binaries' RPATH $ORIGIN/../lib.
+system_lib() {
+  case "$1" in
+    linux-vdso*|libc.so*|libm.so*|libstdc++.so*|libgcc_s.so*|ld-linux*|/lib64/ld-linux*|libcublas.so*|libcublasLt.so*|libcuda.so*|libdl.so*|librt.so*|libpthread.so*) return 0 ;;
+    *) return 1 ;;
+  esac
+}
+mkdir -p "$dev/lib"
+for f in "$dev"/bin/minfer-server*; do
+  [[ -e $f ]] || continue
+  while read -r lib path; do
+    system_lib "$lib" || [[ -z $path || -e "$dev/lib/$lib" ]] || cp -L "$path" "$dev/lib/$lib"
+  done < <(ldd "$f" | awk '$2 == "=>" {print $1, $3}')
+done
 
 # Only the fixtures the GPU tests (tests/cuda) and the checks in scripts/gpu_check.sh read.
 copy_fixture() { mkdir -p "$dev/fixtures/$(dirname "$1")"; cp "$fixtures_src/$1" "$dev/fixtures/$1"; }
@@ -63,19 +80,20 @@ fi
 
 # Shared-library check: only what the GPU host has.
 bad=0
-for f in "$dev"/bin/* "$dev"/tests/*; do
+for f in "$dev"/bin/* "$dev"/tests/* "$dev"/lib/*; do
+  [[ -e $f ]] || continue
   while read -r lib; do
-    case "$lib" in
-      linux-vdso*|libc.so*|libm.so*|libstdc++.so*|libgcc_s.so*|ld-linux*|/lib64/ld-linux*|libcublas.so*|libcublasLt.so*|libcuda.so*|libdl.so*|librt.so*|libpthread.so*) ;;
-      *) echo "build_device: $(basename "$f") needs $lib" >&2; bad=1 ;;
-    esac
+    system_lib "$lib" && continue
+    [[ -e "$dev/lib/$lib" ]] && continue  # staged beside the binaries (found through RPATH)
+    echo "build_device: $(basename "$f") needs $lib" >&2
+    bad=1
   done < <(ldd "$f" | awk '{print $1}')
 done
 [[ $bad == 0 ]] || { echo "build_device: unportable dependencies (see above)" >&2; exit 1; }
 
 n_bin=$(ls "$dev/bin" | wc -l)
 n_tests=$(ls "$dev/tests" | wc -l)
-(cd "$dev" && tar cf - bin tests | xz -9e -T1 >payload.tar.xz && rm -rf bin tests)
+(cd "$dev" && tar cf - bin tests lib | xz -9e -T1 >payload.tar.xz && rm -rf bin tests lib)
 size_kb=$(du -sk "$dev" | cut -f1)
 echo "build_device: .dev holds $((size_kb / 1024)) MB ($n_bin programs, $n_tests test binaries in payload.tar.xz)"
 (( size_kb < 60 * 1024 )) || { echo "build_device: .dev is over 60 MB" >&2; exit 1; }

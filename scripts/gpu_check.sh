@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs ON the GPU machine, from the repo root, over what scripts/build_device.sh staged in .dev/:
-#   scripts/gpu_check.sh [tests] [bench] [bench7b] [env]     (default: tests bench)
+#   scripts/gpu_check.sh [tests] [bench] [bench7b] [server] [env]     (default: tests bench)
 #   tests    the GPU test binaries (.dev/tests/test_cuda_*) with MINFER_FIXTURES=.dev/fixtures
 #   bench    minfer-mkmodel + minfer-bench on a small model (qwen2.5-0.5b shape, Q4_K_M)
 #   bench7b  the same on the qwen2.5-7b shape (Q4_K_M): pp512 and tg128
@@ -14,6 +14,10 @@
 #   verify   the verify-batch cost curve (minfer-bench -v 2,4,8,16,17) on the 7B and 0.5B shapes
 #   batched  minfer-batched-bench on the 7B shape (-npp 512 -ntg 128 -npl 1,4,16,64), then S_TG at
 #            B = 16 for KV block sizes 16/32/64/128
+#   server   minfer-server under load on the 7B shape: 16 streaming clients, 512-token prompts, 128
+#            tokens out (scripts/server_load.sh, 2 rounds: the first warms the graphs), next to
+#            minfer-batched-bench -npp 512 -ntg 128 -npl 16 in the same run (issue 12's target:
+#            aggregate >= 80 % of it)
 #   LLAMA=DIR in the environment: the same batched/table runs with llama.cpp's binaries in DIR/build/bin
 #   AB=1 in the environment adds bench runs with MINFER_CUDA_GRAPH=0, MINFER_CUDA_FUSED=0 and
 #   MINFER_CUDA_MMVQ_R2=1;
@@ -157,6 +161,25 @@ step_batched() {
   fi
 }
 
+# The server under load (docs/server.md), and the batched-bench figure it is compared with.
+step_server() {
+  make_model qwen2.5-7b-q4km --shape qwen2.5-7b || return
+  local gguf="$models/qwen2.5-7b-q4km.gguf" t0=$SECONDS
+  timeout 300 .dev/bin/minfer-batched-bench -m "$gguf" --device cuda -npp 512 -ntg 128 -npl 16 >"$out/server-batched.log" 2>&1
+  row "batched-bench 7B B=16" "rc $?" "$(grep -E '^\| +512' "$out/server-batched.log" | tr -s ' ')"
+  t0=$SECONDS
+  MINFER_BIN=.dev/bin SERVER_LOG="$out/server.log" timeout 240 bash scripts/server_load.sh -m "$gguf" --device cuda \
+    -np 16 -c 16384 -- -C 16 -R "${SERVER_REQUESTS:-6}" --rounds 2 --prompt-tokens 512 --max-tokens 128 --stream 1 \
+    --disconnect 0 --malformed 0 >"$out/server-load.log" 2>&1
+  row "server load 7B 16 streams" "rc $?" "$((SECONDS - t0)) s"
+  grep -E '^(round|[0-9]+) \|' "$out/server-load.log" | sed 's/^/    /' | tee -a "$summary" >/dev/null
+  # The same with 10 % disconnects and 5 % malformed requests: nothing may leak.
+  MINFER_BIN=.dev/bin SERVER_LOG="$out/server-mixed.log" timeout 240 bash scripts/server_load.sh -m "$gguf" --device cuda \
+    -np 16 -c 32768 -- -C 32 -R 8 --rounds 2 --prompt-max 1024 --out-max 128 >"$out/server-load-mixed.log" 2>&1
+  row "server load 7B mixed (32 clients)" "rc $?" "$(grep -E '^(PASS|FAIL)' "$out/server-load-mixed.log")"
+  grep -E '^(round|[0-9]+) \|' "$out/server-load-mixed.log" | sed 's/^/    /' | tee -a "$summary" >/dev/null
+}
+
 step_generate() {
   local cpu cuda
   cpu=$(.dev/bin/minfer-generate --device cpu --temp 0 -n 64 --json 2>"$out/gen-cpu.err")
@@ -221,6 +244,7 @@ for s in "${steps[@]}"; do
     spec) step_spec ;;
     verify) step_verify ;;
     batched) step_batched ;;
+    server) step_server ;;
     *) echo "gpu_check: unknown step '$s'" >&2; exit 2 ;;
   esac
 done

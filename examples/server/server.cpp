@@ -1,264 +1,500 @@
 #include "server.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <ctime>
 #include <filesystem>
+#include <fstream>
 
-#include "chat/tokenize_chat.h"
-#include "common/chat_json.h"
-#include "runtime/generate.h"
+#include "conn.h"
 
 namespace minfer::server {
-
-using json = nlohmann::ordered_json;  // ordered: tool schemas reach the template in the client's key order
-
-struct Server::Job {
-  std::vector<int32_t> prompt;
-  SamplerParams sampling;
-  GenerateParams gen;
-};
-
 namespace {
 
-template <typename T>
-T field(const json& req, const char* key, T def) {
-  if (!req.contains(key) || req[key].is_null()) return def;
-  try {
-    return req[key].get<T>();
-  } catch (const json::exception&) {
-    throw BadRequest(fmt::format("'{}' has the wrong type ({})", key, req[key].type_name()));
-  }
-}
+using Clock = std::chrono::steady_clock;
+constexpr int kMaxDepth = 64;
+
+// What the access-log line of the request this thread is serving says beyond httplib's Request
+// and Response. A handler and its content provider run on the connection's thread, and the
+// logger after them.
+struct LogInfo {
+  Clock::time_point t0 = Clock::now();
+  int64_t prompt = -1, generated = -1;
+  const char* note = "";  // e.g. a stream whose client went away (its status line said 200)
+};
+thread_local LogInfo g_log;
 
 std::string new_id(const char* prefix) {
   static std::atomic<uint64_t> n{0};
-  return fmt::format("{}-{}", prefix, ++n);
+  return fmt::format("{}-{:x}{:06x}", prefix, static_cast<uint64_t>(std::time(nullptr)), ++n);
 }
 
 int64_t now_s() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-std::string finish_reason(const GenerateResult& r) {
-  return r.stop_reason == "length" || r.stop_reason == "context" ? "length" : "stop";
+void send_error(httplib::Response& res, int status, const std::string& message) {
+  res.status = status;
+  res.set_content(dump(error_json(message, status)), "application/json");
 }
 
-json error_body(const std::string& message, const char* type) {
-  return {{"error", {{"message", message}, {"type", type}}}};
+int64_t rss_bytes() {
+  std::ifstream f("/proc/self/statm");
+  int64_t pages = 0, resident = 0;
+  if (!(f >> pages >> resident)) return 0;
+  return resident * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
+}
+
+// Token text for /tokenize's with_pieces: a string when it is valid UTF-8, else its bytes (as
+// llama-server).
+bool valid_utf8(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    for (size_t k = 1; k < n; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
+    i += n;
+  }
+  return true;
 }
 
 }  // namespace
 
-Server::Server(examples::Loaded& model, const SessionParams& sp, const ServerParams& p)
-    : m_(model),
-      params_(p),
-      template_(chat::select_chat_template(*model.tok, p.chat_template)),
-      session_(*model.model, *model.backend, sp) {
+// One streamed response: what was sent so far.
+struct Server::Stream {
+  Job job;
+  ResponseMeta meta;
+  std::shared_ptr<Task> task;
+  bool started = false;
+  std::vector<bool> reported;    // finish chunk sent
+  std::vector<size_t> offsets;   // completions' text_offset per output
+  std::vector<GenerateResult> results;
+  int32_t n_reported = 0;
+};
+
+Server::Server(examples::Loaded& model, const RunnerParams& rp, const ServerParams& p)
+    : m_(model), params_(p), template_(chat::select_chat_template(*model.tok, p.chat_template)) {
   if (params_.model_name.empty()) {
     params_.model_name = m_.model->hparams().name;
     if (params_.model_name.empty()) params_.model_name = std::filesystem::path(m_.file->name()).stem().string();
   }
+  engine_ = std::make_unique<Engine>(*m_.model, *m_.backend, *m_.tok, rp, params_.engine);
+  limits_.n_ctx_seq = engine_->n_ctx_seq();
+  limits_.n_vocab = m_.tok->n_vocab();
+  limits_.n_parallel = engine_->n_parallel();
+  limits_.max_outputs = engine_->n_parallel() + engine_->queue();
+  for (int32_t id = 0; id < m_.tok->n_vocab(); ++id)
+    limits_.max_token_bytes = std::max(limits_.max_token_bytes, m_.tok->token_to_piece(id).size());
+  limits_.sampling = params_.sampling;
+  limits_.n_predict = params_.n_predict;
 }
 
-Server::Job Server::parse(const json& req, bool chat) const {
-  if (!req.is_object()) throw BadRequest("the request body must be a JSON object");
-  Job job;
-  if (chat) {
-    if (!req.contains("messages") || !req["messages"].is_array() || req["messages"].empty())
-      throw BadRequest("'messages' must be a non-empty array");
-    static const char* const kRoles[] = {"system", "developer", "user", "assistant", "tool", "function"};
-    for (const auto& m : req["messages"]) {
-      if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
-        throw BadRequest("each message needs a string 'role'");
-      const std::string role = m["role"].get<std::string>();
-      if (std::none_of(std::begin(kRoles), std::end(kRoles), [&](const char* r) { return role == r; }))
-        throw BadRequest(fmt::format("unknown role '{}' (system, developer, user, assistant, tool or function)", role));
-      const bool has_calls = m.contains("tool_calls") && !m["tool_calls"].is_null();
-      if (!m.contains("content") && !has_calls) throw BadRequest("each message needs 'content' (or 'tool_calls')");
-      if (m.contains("content") && !m["content"].is_string() && !m["content"].is_array() && !m["content"].is_null())
-        throw BadRequest("'content' must be a string, an array of parts or null");
-    }
-    chat::ChatInputs in;
-    in.messages = examples::json_to_value(req["messages"]);  // every string is data: never a special token
-    if (req.contains("tools") && !req["tools"].is_null()) {
-      if (!req["tools"].is_array()) throw BadRequest("'tools' must be an array");
-      in.tools = examples::json_to_value(req["tools"]);
-    }
-    if (req.contains("enable_thinking") && !req["enable_thinking"].is_null()) in.enable_thinking = field(req, "enable_thinking", true);
-    if (req.contains("chat_template_kwargs") && !req["chat_template_kwargs"].is_null()) {
-      if (!req["chat_template_kwargs"].is_object()) throw BadRequest("'chat_template_kwargs' must be an object");
-      for (const auto& [k, v] : req["chat_template_kwargs"].items()) {
-        if (k == "enable_thinking" && v.is_boolean()) in.enable_thinking = v.get<bool>();
-        else in.extra.emplace_back(k, examples::json_to_value(v));
-      }
-    }
-    in.add_generation_prompt = field(req, "add_generation_prompt", true);
-    try {
-      job.prompt = chat::tokenize_chat(*m_.tok, template_.render(in));
-    } catch (const std::exception& e) {  // the template refused the conversation, or bad UTF-8
-      throw BadRequest(e.what());
-    }
-  } else {
-    if (!req.contains("prompt") || !req["prompt"].is_string()) throw BadRequest("'prompt' must be a string");
-    const std::string text = req["prompt"].get<std::string>();
-    if (text.empty()) throw BadRequest("'prompt' is empty");
-    try {
-      // As llama-server: special-token text in a raw prompt is parsed.
-      job.prompt = m_.tok->with_bos(m_.tok->encode(text, field(req, "parse_special", true)));
-    } catch (const std::invalid_argument& e) {
-      throw BadRequest(e.what());
-    }
-  }
-  if (job.prompt.empty()) throw BadRequest("the prompt encodes to no tokens");
-  if (static_cast<int64_t>(job.prompt.size()) >= session_.n_ctx())
-    throw BadRequest(fmt::format("the prompt has {} tokens; the context holds {}", job.prompt.size(), session_.n_ctx()));
-  SamplerParams& s = job.sampling;
-  s.temp = field(req, "temperature", 1.0f);
-  s.top_p = field(req, "top_p", 1.0f);
-  s.top_k = field(req, "top_k", 0);
-  s.min_p = field(req, "min_p", 0.0f);
-  s.repeat_penalty = field(req, "repeat_penalty", 1.0f);
-  s.presence_penalty = field(req, "presence_penalty", 0.0f);
-  s.frequency_penalty = field(req, "frequency_penalty", 0.0f);
-  s.seed = field<uint64_t>(req, "seed", kSeedRandom);
-  if (field(req, "n", 1) != 1) throw BadRequest("only 'n': 1 is supported");
-  if (!(s.temp >= 0) || !(s.top_p > 0) || !(s.repeat_penalty > 0)) throw BadRequest("sampling parameters out of range");
-  job.gen.n_predict = field(req, "max_tokens", params_.n_predict_default);
-  if (job.gen.n_predict < 1 || job.gen.n_predict > params_.n_predict_max)
-    throw BadRequest(fmt::format("'max_tokens' must be in [1, {}]", params_.n_predict_max));
-  if (req.contains("stop") && !req["stop"].is_null()) {
-    if (req["stop"].is_string()) job.gen.stop.push_back(req["stop"].get<std::string>());
-    else if (req["stop"].is_array())
-      for (const auto& st : req["stop"]) {
-        if (!st.is_string()) throw BadRequest("'stop' must be a string or an array of strings");
-        job.gen.stop.push_back(st.get<std::string>());
-      }
-    else throw BadRequest("'stop' must be a string or an array of strings");
-  }
-  return job;
+jinja::Text Server::render(const chat::ChatInputs& in) const {
+  std::lock_guard<std::mutex> lk(template_mu_);
+  return template_.render(in);
 }
 
-GenerateResult Server::run(const Job& job, const std::function<void(std::string_view)>& on_text) {
-  std::lock_guard<std::mutex> lk(mu_);
-  // Keep the longest cached prefix; at least one prompt token is evaluated to get logits.
-  size_t p = 0;
-  while (p < cached_.size() && p < job.prompt.size() && cached_[p] == job.prompt[p]) ++p;
-  if (p == job.prompt.size()) --p;
-  session_.rollback(static_cast<int32_t>(std::min<size_t>(p, static_cast<size_t>(session_.n_past()))));
-  p = static_cast<size_t>(session_.n_past());
-  cached_.resize(p);
-  std::vector<int32_t> fresh(job.prompt.begin() + static_cast<std::ptrdiff_t>(p), job.prompt.end());
-  Sampler sampler(job.sampling);
-  for (size_t i = 0; i < p; ++i) sampler.accept(job.prompt[i]);
-  GenerateResult r;
+bool Server::authorized(const httplib::Request& req) const {
+  if (params_.api_key.empty()) return true;
+  std::string given;
+  const std::string auth = req.get_header_value("Authorization");
+  if (auth.rfind("Bearer ", 0) == 0) given = auth.substr(7);
+  else given = req.get_header_value("X-Api-Key");
+  // Constant-time comparison of equal lengths.
+  const std::string& key = params_.api_key;
+  if (given.size() != key.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < key.size(); ++i) diff |= static_cast<unsigned char>(given[i] ^ key[i]);
+  return diff == 0;
+}
+
+void Server::generate(const httplib::Request& req, httplib::Response& res, bool chat) {
+  if (json_depth(req.body) > kMaxDepth) return send_error(res, 400, fmt::format("the JSON nests deeper than {} levels", kMaxDepth));
+  json body;
   try {
-    r = generate(session_, *m_.tok, sampler, fresh, job.gen, on_text);
-  } catch (...) {
-    cached_.clear();
-    session_.reset();
-    throw;
+    body = json::parse(req.body);
+  } catch (const json::exception& e) {
+    return send_error(res, 400, fmt::format("invalid JSON: {}", e.what()));
   }
-  cached_.insert(cached_.end(), fresh.begin(), fresh.end());
-  cached_.insert(cached_.end(), r.ids.begin(), r.ids.end() - (r.ids.empty() ? 0 : 1));
-  cached_.resize(static_cast<size_t>(session_.n_past()));
-  r.prompt_ids = job.prompt;
-  return r;
+  Job job;
+  try {
+    job = parse_job(body, chat, *m_.tok, limits_, [this](const chat::ChatInputs& in) { return render(in); });
+  } catch (const BadRequest& e) {
+    return send_error(res, 400, e.what());
+  }
+  auto task = std::make_shared<Task>();
+  int64_t n_prompt = 0;
+  for (const auto& p : job.prompts) {
+    Request r;
+    r.prompt = p;
+    r.params = job.gen;
+    r.sampling = job.sampling;
+    r.n_choices = job.n;
+    r.n_logprobs = job.n_logprobs;
+    r.cache_prompt = job.cache_prompt;
+    task->requests.push_back(std::move(r));
+    n_prompt += static_cast<int64_t>(p.size());
+  }
+  g_log.prompt = n_prompt;
+  task->fd = connection_fd(req);
+  if (!engine_->submit(task)) {
+    res.set_header("Retry-After", "1");
+    return send_error(res, 503,
+                      fmt::format("the server is busy: {} sequences run and {} may wait (-np, --queue); retry later",
+                                  engine_->n_parallel(), engine_->queue()));
+  }
+  ResponseMeta meta{new_id(chat ? "chatcmpl" : "cmpl"), params_.model_name, now_s()};
+  if (!job.stream) {
+    task->wait();
+    std::lock_guard<std::mutex> lk(task->mu);
+    int64_t generated = 0;
+    for (const auto& c : task->choices) generated += static_cast<int64_t>(c.result.ids.size());
+    g_log.generated = generated;
+    if (task->cancelled) {  // the client went away: nobody reads this (499 as nginx logs it)
+      res.status = 499;
+      g_log.note = " (client went away)";
+      return;
+    }
+    if (task->error_status != 0) return send_error(res, task->error_status, task->error);
+    if (task->timed_out && generated == 0) {
+      res.set_header("Retry-After", "1");
+      return send_error(res, 503, fmt::format("the request waited past --timeout ({} s) before it could start",
+                                              params_.engine.timeout_s));
+    }
+    std::vector<GenerateResult> outputs;
+    for (auto& c : task->choices) outputs.push_back(std::move(c.result));
+    res.set_content(dump(completion_json(job, outputs, meta, *m_.tok)), "application/json");
+    return;
+  }
+  auto st = std::make_shared<Stream>();
+  st->job = std::move(job);
+  st->meta = std::move(meta);
+  st->task = task;
+  const auto n = static_cast<size_t>(task->n_outputs());
+  st->reported.assign(n, false);
+  st->offsets.assign(n, 0);
+  st->results.resize(n);
+  res.set_chunked_content_provider(
+      "text/event-stream", [this, st](size_t, httplib::DataSink& sink) { return stream_step(*st, sink); },
+      [this, st](bool) {
+        // The response is over (sent, or the connection failed): the task must have left the
+        // engine before httplib closes the socket the engine polls.
+        if (st->n_reported < static_cast<int32_t>(st->reported.size())) engine_->cancel(*st->task);
+        st->task->wait();
+      });
 }
 
-json Server::complete(const json& req, bool chat) {
-  Job job = parse(req, chat);
-  GenerateResult r = run(job, nullptr);
-  json usage = {{"prompt_tokens", r.prompt_ids.size()}, {"completion_tokens", r.ids.size()},
-                {"total_tokens", r.prompt_ids.size() + r.ids.size()}};
-  json choice = {{"index", 0}, {"finish_reason", finish_reason(r)}};
-  if (chat) choice["message"] = {{"role", "assistant"}, {"content", r.text}};
-  else choice["text"] = r.text;
-  json out = {{"id", new_id(chat ? "chatcmpl" : "cmpl")}, {"object", chat ? "chat.completion" : "text_completion"},
-              {"created", now_s()}, {"model", params_.model_name}, {"choices", json::array({choice})}, {"usage", usage},
-              {"timings", {{"prefill_tok_s", r.prefill_tok_s()}, {"decode_tok_s", r.decode_tok_s()}}}};
-  if (field(req, "return_tokens", false)) {  // llama-server's "tokens", plus the prompt's ids
-    out["tokens"] = r.ids;
-    out["prompt_ids"] = r.prompt_ids;
+// Sends what the engine produced since the last call; called by httplib until sink.done().
+bool Server::stream_step(Stream& st, httplib::DataSink& sink) {
+  Task& t = *st.task;
+  const Job& job = st.job;
+  auto write = [&](const json& j) {
+    const std::string s = "data: " + dump(j) + "\n\n";
+    return sink.write(s.data(), s.size());
+  };
+  auto give_up = [&] {  // the client is gone: end the task, wait until the engine let it go
+    engine_->cancel(t);
+    t.wait();
+    int64_t generated = 0;
+    {
+      std::lock_guard<std::mutex> lk(t.mu);
+      for (const auto& c : t.choices) generated += static_cast<int64_t>(c.result.ids.size());
+    }
+    g_log.generated = generated;
+    g_log.note = " (client went away)";
+    return false;
+  };
+  const auto n = static_cast<int32_t>(st.reported.size());
+  if (!st.started) {
+    st.started = true;
+    if (job.chat)
+      for (int32_t i = 0; i < n; ++i)
+        if (!write(chunk_json(job, st.meta, i, "", {}, nullptr, true, *m_.tok, nullptr))) return give_up();
   }
+  struct Out {
+    int32_t i;
+    std::string text;
+    std::vector<TokenLogprob> lps;
+    bool finish = false;
+  };
+  std::vector<Out> outs;
+  std::string error;
+  int error_status = 0;
+  bool cancelled = false;
+  {
+    std::unique_lock<std::mutex> lk(t.mu);
+    auto news = [&] {
+      if (t.done) return true;
+      for (int32_t i = 0; i < n; ++i) {
+        const Task::Choice& c = t.choices[static_cast<size_t>(i)];
+        if (!c.text.empty() || (c.done && !st.reported[static_cast<size_t>(i)])) return true;
+      }
+      return false;
+    };
+    t.cv.wait(lk, news);
+    for (int32_t i = 0; i < n; ++i) {
+      Task::Choice& c = t.choices[static_cast<size_t>(i)];
+      const bool finish = c.done && !st.reported[static_cast<size_t>(i)];
+      if (c.text.empty() && !finish) continue;
+      Out o{i, std::move(c.text), std::move(c.logprobs), finish};
+      c.text.clear();
+      c.logprobs.clear();
+      if (finish) {
+        st.results[static_cast<size_t>(i)] = c.result;
+        const GenerateResult& r = c.result;
+        if (r.stop_reason == "eog" && !o.lps.empty() && m_.tok->is_eog(o.lps.back().id)) o.lps.pop_back();
+      }
+      outs.push_back(std::move(o));
+    }
+    error = t.error;
+    error_status = t.error_status;
+    cancelled = t.cancelled;
+  }
+  if (cancelled) return give_up();
+  if (!error.empty()) {
+    g_log.generated = 0;
+    write(error_json(error, error_status));
+    const std::string done = "data: [DONE]\n\n";
+    sink.write(done.data(), done.size());
+    sink.done();
+    st.n_reported = n;
+    return true;
+  }
+  for (Out& o : outs) {
+    const auto i = static_cast<size_t>(o.i);
+    if ((!o.text.empty() || !o.lps.empty()) &&
+        !write(chunk_json(job, st.meta, o.i, o.text, o.lps, nullptr, false, *m_.tok, &st.offsets[i])))
+      return give_up();
+    if (!o.finish) continue;
+    st.reported[i] = true;
+    ++st.n_reported;
+    json fin = chunk_json(job, st.meta, o.i, "", {}, finish_reason(st.results[i]), false, *m_.tok, nullptr);
+    const bool last = st.n_reported == n;
+    if (last && !job.include_usage) {  // llama-server's way: usage and timings on the last chunk
+      fin["usage"] = usage_json(job, st.results);
+      fin["timings"] = timings_json(st.results);
+    }
+    if (!write(fin)) return give_up();
+  }
+  if (st.n_reported < n) return true;
+  if (job.include_usage) {  // OpenAI's way: one more chunk with no choices
+    json u = {{"id", st.meta.id},
+              {"object", job.chat ? "chat.completion.chunk" : "text_completion"},
+              {"created", st.meta.created},
+              {"model", st.meta.model},
+              {"choices", json::array()},
+              {"usage", usage_json(job, st.results)}};
+    if (!write(u)) return give_up();
+  }
+  int64_t generated = 0;
+  for (const auto& r : st.results) generated += static_cast<int64_t>(r.ids.size());
+  g_log.generated = generated;
+  const std::string done = "data: [DONE]\n\n";
+  if (!sink.write(done.data(), done.size())) return give_up();
+  sink.done();
+  return true;
+}
+
+std::string Server::metrics_text() const {
+  const EngineMetrics m = engine_->metrics();
+  std::string out;
+  auto metric = [&](const char* name, const char* type, const char* help, auto value) {
+    out += fmt::format("# HELP minfer:{} {}\n# TYPE minfer:{} {}\nminfer:{} {}\n", name, help, name, type, name, value);
+  };
+  metric("requests_total", "counter", "Requests accepted for generation.", m.requests_total);
+  metric("requests_rejected_total", "counter", "Requests refused with 503 because the queue was full.", m.requests_rejected);
+  metric("requests_finished_total", "counter", "Requests that ended, however they ended.", m.requests_finished);
+  metric("requests_cancelled_total", "counter", "Requests ended because the client went away.", m.requests_cancelled);
+  metric("requests_timed_out_total", "counter", "Requests ended by --timeout.", m.requests_timed_out);
+  metric("requests_failed_total", "counter", "Requests that ended in a server error.", m.requests_failed);
+  metric("requests_active", "gauge", "Prompts with a running sequence.", m.requests_running);
+  metric("requests_queued", "gauge", "Prompts waiting for a slot or KV blocks.", m.requests_queued);
+  metric("sequences_running", "gauge", "Sequences decoding or prefilling (n choices run n).", m.sequences_running);
+  metric("prompt_tokens_total", "counter", "Prompt tokens evaluated.", m.prompt_tokens);
+  metric("prefix_cache_hit_tokens_total", "counter", "Prompt tokens taken from the prefix cache instead of evaluated.", m.cached_tokens);
+  metric("generated_tokens_total", "counter", "Tokens generated.", m.generated_tokens);
+  metric("prompt_tokens_per_second", "gauge", "Prompt tokens evaluated per second over the last 10 s.", m.prompt_tok_s);
+  metric("generated_tokens_per_second", "gauge", "Tokens generated per second over the last 10 s.", m.generated_tok_s);
+  metric("busy_seconds_total", "counter", "Time spent in forward passes.", m.busy_s);
+  metric("steps_total", "counter", "Forward passes.", m.steps);
+  metric("preemptions_total", "counter", "Sequences preempted for KV blocks (recomputed later).", m.preemptions);
+  metric("kv_blocks_total", "gauge", "KV cache blocks in the pool.", m.kv_blocks_total);
+  metric("kv_blocks_used", "gauge", "KV cache blocks held by sequences.", m.kv_blocks_used);
+  metric("kv_blocks_free", "gauge", "KV cache blocks free (cached ones included).", m.kv_blocks_total - m.kv_blocks_used);
+  metric("kv_blocks_cached", "gauge", "Free KV cache blocks that keep a prompt prefix for reuse.", m.kv_blocks_cached);
+  metric("kv_block_size", "gauge", "Tokens per KV cache block.", m.kv_block_size);
+  metric("kv_cache_evictions_total", "counter", "Cached blocks evicted for new ones (least recently used first).", m.kv_evictions);
+  metric("n_parallel", "gauge", "Sequences decoded together (-np).", m.n_parallel);
+  metric("queue_size", "gauge", "Sequences that may wait beyond the running ones (--queue).", m.queue);
+  out += fmt::format("# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
+                     "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes {}\n",
+                     rss_bytes());
   return out;
 }
 
 void Server::install(httplib::Server& http) {
-  http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(R"({"status":"ok"})", "application/json");
+  const int threads =
+      params_.threads_http > 0 ? params_.threads_http : engine_->n_parallel() + engine_->queue() + 8;
+  http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  http.set_payload_max_length(params_.max_body);
+  if (params_.engine.timeout_s > 0) {
+    const auto sec = static_cast<time_t>(std::max(1.0, params_.engine.timeout_s));
+    http.set_read_timeout(sec);
+    http.set_write_timeout(sec);
+  }
+  http.set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
+    g_log = LogInfo{};
+    return httplib::Server::HandlerResponse::Unhandled;
   });
-  http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    json j = {{"object", "list"}, {"data", json::array({{{"id", params_.model_name}, {"object", "model"},
-                                                          {"created", now_s()}, {"owned_by", "minfer"}}})}};
-    res.set_content(j.dump(), "application/json");
+  if (params_.access_log) {
+    http.set_logger([sink = params_.log](const httplib::Request& req, const httplib::Response& res) {
+      const double ms = std::chrono::duration<double, std::milli>(Clock::now() - g_log.t0).count();
+      std::string tokens;
+      if (g_log.prompt >= 0) tokens = fmt::format(" prompt={} gen={}", g_log.prompt, std::max<int64_t>(g_log.generated, 0));
+      const std::string line =
+          fmt::format("{} {} {} {}{} {:.1f} ms{}", req.remote_addr, req.method, req.path, res.status, tokens, ms, g_log.note);
+      if (sink) sink(line);
+      else std::fprintf(stderr, "%s\n", line.c_str());
+      g_log = LogInfo{};  // a request httplib refuses before routing must not inherit these
+    });
+  }
+  // Unknown routes and wrong methods get a JSON error too (OpenAI clients parse every body).
+  http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    std::string msg = res.status == 404   ? "no such endpoint"
+                      : res.status == 413 ? fmt::format("the request body is larger than --max-body ({} bytes)", params_.max_body)
+                                          : "request failed";
+    res.set_content(dump(error_json(fmt::format("{} {}: {}", req.method, req.path, msg), res.status)), "application/json");
   });
-  auto handler = [this](bool chat) {
-    return [this, chat](const httplib::Request& req, httplib::Response& res) {
-      json body;
-      try {
-        body = json::parse(req.body);
-      } catch (const json::exception& e) {
-        res.status = 400;
-        res.set_content(error_body(fmt::format("invalid JSON: {}", e.what()), "invalid_request_error").dump(), "application/json");
-        return;
+  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown error";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    send_error(res, 500, what);
+  });
+
+  using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
+  // Each path answers its method; the others get 405 with Allow.
+  auto route = [this, &http](const std::string& path, const char* method, Handler h, bool open = false) {
+    Handler wrapped = [this, h, open](const httplib::Request& req, httplib::Response& res) {
+      if (!open && !authorized(req)) {
+        res.set_header("WWW-Authenticate", "Bearer");
+        return send_error(res, 401, "invalid or missing API key (send Authorization: Bearer KEY)");
       }
       try {
-        if (!field(body, "stream", false)) {
-          res.set_content(complete(body, chat).dump(), "application/json");
-          return;
-        }
-        auto job = std::make_shared<Job>(parse(body, chat));
-        const std::string id = new_id(chat ? "chatcmpl" : "cmpl");
-        const std::string model = params_.model_name;
-        res.set_chunked_content_provider("text/event-stream", [this, job, id, model, chat](size_t, httplib::DataSink& sink) {
-          auto chunk = [&](const json& delta_or_text, const json& finish) {
-            json c = {{"id", id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", now_s()},
-                      {"model", model}};
-            json choice = {{"index", 0}, {"finish_reason", finish}};
-            if (chat) choice["delta"] = delta_or_text;
-            else choice["text"] = delta_or_text;
-            c["choices"] = json::array({choice});
-            const std::string s = "data: " + c.dump() + "\n\n";
-            return sink.write(s.data(), s.size());
-          };
-          try {
-            if (chat) chunk({{"role", "assistant"}}, nullptr);
-            GenerateResult r = run(*job, [&](std::string_view text) {
-              const bool ok = chat ? chunk({{"content", std::string(text)}}, nullptr) : chunk(std::string(text), nullptr);
-              if (!ok) throw std::runtime_error("the client went away");  // stops generating
-            });
-            chat ? chunk(json::object(), finish_reason(r)) : chunk("", finish_reason(r));
-          } catch (const std::exception& e) {
-            const std::string s = "data: " + error_body(e.what(), "server_error").dump() + "\n\n";
-            sink.write(s.data(), s.size());
-          }
-          const std::string done = "data: [DONE]\n\n";
-          sink.write(done.data(), done.size());
-          sink.done();
-          return true;
-        });
+        h(req, res);
       } catch (const BadRequest& e) {
-        res.status = 400;
-        res.set_content(error_body(e.what(), "invalid_request_error").dump(), "application/json");
+        send_error(res, 400, e.what());
       } catch (const std::exception& e) {
-        res.status = 500;
-        res.set_content(error_body(e.what(), "server_error").dump(), "application/json");
+        send_error(res, 500, e.what());
       }
     };
+    const std::string allowed = method;
+    Handler not_allowed = [allowed](const httplib::Request& req, httplib::Response& res) {
+      res.set_header("Allow", allowed == "GET" ? "GET, HEAD" : allowed);
+      send_error(res, 405, fmt::format("{} {}: method not allowed (use {})", req.method, req.path, allowed));
+    };
+    const bool get = allowed == "GET";
+    http.Get(path, get ? wrapped : not_allowed);
+    http.Post(path, get ? not_allowed : wrapped);
+    http.Put(path, not_allowed);
+    http.Patch(path, not_allowed);
+    http.Delete(path, not_allowed);
+    http.Options(path, not_allowed);
   };
-  // Unknown routes and wrong methods get a JSON error too (OpenAI clients parse every body).
-  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    const char* msg = res.status == 404 ? "no such endpoint" : res.status == 413 ? "request too large (send Content-Type: application/json)"
-                                                                                 : "request failed";
-    res.set_content(error_body(fmt::format("{} {}: {}", req.method, req.path, msg), "invalid_request_error").dump(),
-                    "application/json");
+
+  auto health = [](const httplib::Request&, httplib::Response& res) { res.set_content(R"({"status":"ok"})", "application/json"); };
+  route("/health", "GET", health, true);
+  route("/v1/health", "GET", health, true);
+  auto models = [this](const httplib::Request&, httplib::Response& res) {
+    const auto& hp = m_.model->hparams();
+    json meta = {{"n_vocab", m_.tok->n_vocab()},     {"n_ctx_train", hp.n_ctx_train},  {"n_ctx", engine_->n_ctx_seq()},
+                 {"n_ctx_pool", engine_->n_ctx_pool()}, {"n_parallel", engine_->n_parallel()}, {"queue", engine_->queue()}};
+    json j = {{"object", "list"},
+              {"data", json::array({{{"id", params_.model_name}, {"object", "model"}, {"created", now_s()},
+                                     {"owned_by", "minfer"}, {"meta", meta}}})}};
+    res.set_content(dump(j), "application/json");
+  };
+  route("/v1/models", "GET", models);
+  route("/models", "GET", models);
+  route("/metrics", "GET", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_text(), "text/plain; version=0.0.4");
   });
-  http.Post("/v1/completions", handler(false));
-  http.Post("/v1/chat/completions", handler(true));
+  for (const char* p : {"/v1/completions", "/completions"})
+    route(p, "POST", [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, false); });
+  for (const char* p : {"/v1/chat/completions", "/chat/completions"})
+    route(p, "POST", [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, true); });
+
+  route("/tokenize", "POST", [this](const httplib::Request& req, httplib::Response& res) {
+    if (json_depth(req.body) > kMaxDepth) return send_error(res, 400, "the JSON nests too deep");
+    json body;
+    try {
+      body = json::parse(req.body);
+    } catch (const json::exception& e) {
+      return send_error(res, 400, fmt::format("invalid JSON: {}", e.what()));
+    }
+    if (!body.is_object() || !body.contains("content") || !body["content"].is_string())
+      return send_error(res, 400, "'content' must be a string");
+    auto flag = [&](const char* key, bool def) {
+      if (!body.contains(key) || body[key].is_null()) return def;
+      if (!body[key].is_boolean()) throw BadRequest(fmt::format("'{}' must be a boolean", key));
+      return body[key].get<bool>();
+    };
+    const bool add_special = flag("add_special", false), parse_special = flag("parse_special", true);
+    const bool with_pieces = flag("with_pieces", false);
+    std::vector<int32_t> ids;
+    try {
+      ids = m_.tok->encode(body["content"].get<std::string>(), parse_special);
+    } catch (const std::invalid_argument& e) {
+      return send_error(res, 400, e.what());
+    }
+    if (add_special) ids = m_.tok->with_bos(std::move(ids));
+    g_log.prompt = static_cast<int64_t>(ids.size());
+    json tokens = json::array();
+    for (int32_t id : ids) {
+      if (!with_pieces) {
+        tokens.push_back(id);
+        continue;
+      }
+      const std::string& piece = m_.tok->token_to_piece(id);
+      json p = valid_utf8(piece) ? json(piece) : json::array();
+      if (!p.is_string())
+        for (unsigned char c : piece) p.push_back(static_cast<int>(c));
+      tokens.push_back({{"id", id}, {"piece", p}});
+    }
+    res.set_content(dump(json{{"tokens", tokens}}), "application/json");
+  });
+  route("/detokenize", "POST", [this](const httplib::Request& req, httplib::Response& res) {
+    if (json_depth(req.body) > kMaxDepth) return send_error(res, 400, "the JSON nests too deep");
+    json body;
+    try {
+      body = json::parse(req.body);
+    } catch (const json::exception& e) {
+      return send_error(res, 400, fmt::format("invalid JSON: {}", e.what()));
+    }
+    if (!body.is_object() || !body.contains("tokens") || !body["tokens"].is_array())
+      return send_error(res, 400, "'tokens' must be an array of token ids");
+    std::vector<int32_t> ids;
+    for (const json& t : body["tokens"]) {
+      if (!t.is_number_integer() && !t.is_number_unsigned()) return send_error(res, 400, "'tokens' must hold only integers");
+      const int64_t id = t.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(t.get<uint64_t>(), INT64_MAX)) : t.get<int64_t>();
+      if (id < 0 || id >= m_.tok->n_vocab())
+        return send_error(res, 400, fmt::format("token id {} is outside the vocabulary [0, {})", id, m_.tok->n_vocab()));
+      ids.push_back(static_cast<int32_t>(id));
+    }
+    res.set_content(dump(json{{"content", m_.tok->decode(ids)}}), "application/json");
+  });
 }
 
 }  // namespace minfer::server

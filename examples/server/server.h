@@ -1,64 +1,81 @@
-// An OpenAI-compatible HTTP API over one model: /v1/completions, /v1/chat/completions (both
-// with "stream": true as server-sent events), /v1/models, /health. Requests run one at a time on
-// a single session whose KV cache keeps the longest prefix shared with the previous request.
-// Bad requests get HTTP 400 with {"error": {"message", "type"}}; nothing a client sends can
-// take the server down.
+// minfer-server: an OpenAI-compatible HTTP API over one model, serving many clients at once.
 //
-// Prompts are built as llama-server builds them: /v1/completions tokenizes "prompt" with special
-// tokens parsed ("parse_special": false turns that off); /v1/chat/completions renders "messages"
-// (and "tools", "enable_thinking", "chat_template_kwargs") with the model's chat template, and
-// nothing in a message ever becomes a special token (chat/tokenize_chat.h). Text never ends in
-// U+FFFD, streamed or not; stop strings are not included (runtime/token_sink.h).
-// "return_tokens": true adds "tokens" (the generated ids, as llama-server) and "prompt_ids".
+// Endpoints (docs/server.md has the shapes): POST /v1/completions and /v1/chat/completions (also
+// without /v1; "stream": true sends server-sent events), GET /v1/models, /health, /metrics
+// (Prometheus text), POST /tokenize and /detokenize (llama-server's shapes).
+//
+// Requests run through the Engine (engine.h): one thread owns the model and steps a Scheduler
+// over n_parallel slots (continuous batching: a request joins the running batch at the next
+// forward pass), full KV blocks are shared by prefix (prefix caching), a client that disconnects
+// is noticed before the next step and its slot and blocks are freed, and requests beyond the
+// slots wait in a bounded queue (full: 503 with Retry-After).
+//
+// Prompts are built as llama-server builds them: /v1/completions tokenizes a string prompt with
+// special tokens parsed ("parse_special": false turns that off); /v1/chat/completions renders
+// "messages" (and "tools", "enable_thinking", "chat_template_kwargs") with the model's chat
+// template, and nothing in a message ever becomes a special token (chat/tokenize_chat.h). Text
+// never ends in U+FFFD, streamed or not; stop strings are not included (runtime/token_sink.h).
+//
+// Bad requests get 400 with {"error": {"message", "type", "code"}}: a body over --max-body
+// (413, refused before it is read), nesting deeper than 64, malformed JSON, wrong types or
+// ranges, a prompt longer than the context (the message gives both lengths), n above the slots.
+// Nothing a client sends can take the server down.
 #pragma once
 
 #include <httplib.h>
 
+#include <functional>
+#include <memory>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <string>
-#include <vector>
 
+#include "api.h"
 #include "chat/chat_template.h"
 #include "common/common.h"
-#include "runtime/generate.h"
+#include "engine.h"
 
 namespace minfer::server {
 
 struct ServerParams {
-  int n_predict_default = 256;  ///< max_tokens when a request gives none
-  int n_predict_max = 4096;
-  std::string model_name;       ///< reported id; default: general.name or the file name
-  std::string chat_template;    ///< --chat-template: "chatml", a file, or empty for the model's own
-};
-
-/// A request that cannot be served: the message goes back to the client with HTTP 400.
-class BadRequest : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
+  std::string model_name;     ///< reported id; default: general.name or the file name
+  std::string chat_template;  ///< --chat-template: "chatml", a file, or empty for the model's own
+  EngineParams engine;        ///< -np, --queue, --timeout, --no-cache-prompt
+  std::string api_key;        ///< --api-key: every endpoint but /health needs "Authorization: Bearer KEY"
+  size_t max_body = size_t{8} << 20;  ///< --max-body: larger bodies get 413 unread
+  int threads_http = 0;       ///< --threads-http; 0: n_parallel + queue + 8 (a waiting request holds a thread)
+  bool access_log = true;     ///< one line per request (method, path, status, tokens, ms)
+  std::function<void(const std::string&)> log;  ///< where access-log lines go; null: stderr
+  /// Defaults for fields a request leaves out: OpenAI's (temperature 1, no top-k/top-p/min-p).
+  SamplerParams sampling{.temp = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f};
+  int32_t n_predict = -1;     ///< max_tokens when a request gives none; -1: until the context ends
 };
 
 class Server {
  public:
-  Server(examples::Loaded& model, const SessionParams& sp, const ServerParams& p);
+  /// Loads nothing: `model` is loaded already. Creates the engine (KV pool of rp.n_ctx cells for
+  /// p.engine.n_parallel sequences). Throws what the engine or the chat template selection throws.
+  Server(examples::Loaded& model, const RunnerParams& rp, const ServerParams& p);
 
-  /// Registers the routes on `http`.
+  /// Registers the routes, the thread pool, the body limit, the timeouts and the access log on `http`.
   void install(httplib::Server& http);
 
-  /// The JSON response of a non-streaming request; throws BadRequest. Exposed for tests.
-  nlohmann::ordered_json complete(const nlohmann::ordered_json& req, bool chat);
+  Engine& engine() { return *engine_; }
+  const ServerParams& params() const { return params_; }
 
  private:
-  struct Job;
-  Job parse(const nlohmann::ordered_json& req, bool chat) const;
-  GenerateResult run(const Job& job, const std::function<void(std::string_view)>& on_text);
+  struct Stream;
+  void generate(const httplib::Request& req, httplib::Response& res, bool chat);
+  bool stream_step(Stream& st, httplib::DataSink& sink);
+  std::string metrics_text() const;
+  bool authorized(const httplib::Request& req) const;
+  jinja::Text render(const chat::ChatInputs& in) const;
 
   examples::Loaded& m_;
   ServerParams params_;
   chat::ChatTemplate template_;
-  Session session_;
-  std::vector<int32_t> cached_;  // tokens the KV cache holds
-  std::mutex mu_;
+  mutable std::mutex template_mu_;
+  std::unique_ptr<Engine> engine_;
+  ApiLimits limits_;
 };
 
 }  // namespace minfer::server

@@ -97,8 +97,9 @@ TEST(Scheduler, SixteenGreedySequencesEqualTheirSoloRuns) {
   EXPECT_EQ(runner.kv().n_seq(), 0);
 }
 
-TEST(Scheduler, RandomAdmitCancelForkAndPreemptMatchSoloRunsAndFreeEveryBlock) {
-  LOAD_OR_SKIP(L, "qwen3-xs/qwen3-xs-f16.gguf");
+// The randomized run, with the prefix cache off (each preempted sequence is recomputed token by
+// token) or on (preempted sequences find their blocks again, requests share prompt blocks).
+void random_run(Loaded& L, bool prefix_cache) {
   struct Job {
     Request req;
     RequestId id = 0;
@@ -123,7 +124,7 @@ TEST(Scheduler, RandomAdmitCancelForkAndPreemptMatchSoloRunsAndFreeEveryBlock) {
   rp.n_batch = 32;
   rp.block_size = 16;
   ModelRunner runner(*L.model, L.cpu, rp);
-  Scheduler sched(runner, *L.tok);
+  Scheduler sched(runner, *L.tok, {.prefix_cache = prefix_cache});
   std::vector<std::unique_ptr<Job>> jobs;
   int64_t steps = 0;
   for (int i = 0; i < 300 || sched.n_running() + sched.n_waiting() > 0; ++i) {
@@ -146,8 +147,13 @@ TEST(Scheduler, RandomAdmitCancelForkAndPreemptMatchSoloRunsAndFreeEveryBlock) {
     }
     if (sched.step()) ++steps;
   }
-  EXPECT_GT(steps, 1000);
+  EXPECT_GT(steps, prefix_cache ? 500 : 1000);
   EXPECT_GT(sched.stats().preemptions, 0) << "the pool was never short: the test lost its point";
+  if (prefix_cache) {
+    EXPECT_GT(sched.stats().cached_tokens, 0) << "no preempted sequence found its blocks again";
+  }
+  std::printf("%lld steps, %lld preemptions, %lld tokens from the prefix cache\n", static_cast<long long>(steps),
+              static_cast<long long>(sched.stats().preemptions), static_cast<long long>(sched.stats().cached_tokens));
   EXPECT_EQ(runner.kv().pool().n_used(), 0);
   EXPECT_EQ(runner.kv().n_seq(), 0);
   int checked = 0;
@@ -163,7 +169,7 @@ TEST(Scheduler, RandomAdmitCancelForkAndPreemptMatchSoloRunsAndFreeEveryBlock) {
     RunnerParams solo_p = rp;
     solo_p.n_ctx = 1024;
     ModelRunner solo_runner(*L.model, L.cpu, solo_p);
-    Scheduler solo(solo_runner, *L.tok);
+    Scheduler solo(solo_runner, *L.tok, {.prefix_cache = false});
     const RequestId id = solo.submit(j->req);
     solo.run();
     const RequestResult want = solo.take(id);
@@ -176,6 +182,16 @@ TEST(Scheduler, RandomAdmitCancelForkAndPreemptMatchSoloRunsAndFreeEveryBlock) {
     ++checked;
   }
   EXPECT_GT(checked, 100);
+}
+
+TEST(Scheduler, RandomAdmitCancelForkAndPreemptMatchSoloRunsAndFreeEveryBlock) {
+  LOAD_OR_SKIP(L, "qwen3-xs/qwen3-xs-f16.gguf");
+  random_run(L, false);
+}
+
+TEST(Scheduler, RandomRunWithThePrefixCacheMatchesSoloRunsAndFreesEveryBlock) {
+  LOAD_OR_SKIP(L, "qwen3-xs/qwen3-xs-f16.gguf");
+  random_run(L, true);
 }
 
 }  // namespace

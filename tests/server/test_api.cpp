@@ -1,0 +1,122 @@
+// The request parser on its own, and the load generator against a server: a bounded run with
+// random lengths, disconnects and malformed requests, ending with every KV block free.
+#include <gtest/gtest.h>
+
+#include "api.h"
+#include "common/test_util.h"
+#include "load.h"
+#include "server_harness.h"
+
+namespace minfer::test {
+namespace {
+
+TEST(ServerApiParse, JsonDepthSkipsStrings) {
+  EXPECT_EQ(server::json_depth("{}"), 1);
+  EXPECT_EQ(server::json_depth(R"({"a": [1, {"b": [2]}]})"), 4);
+  EXPECT_EQ(server::json_depth(R"({"a": "[[[[{{{{\"[[["})"), 1);
+  EXPECT_EQ(server::json_depth(std::string(1000, '[')), 1000);
+  EXPECT_EQ(server::json_depth("12"), 0);
+}
+
+TEST(ServerApiParse, FieldsAndDefaults) {
+  const auto& tok = *default_model().tok;
+  server::ApiLimits lim;
+  lim.n_ctx_seq = 128;
+  lim.n_vocab = tok.n_vocab();
+  lim.n_parallel = 4;
+  lim.max_outputs = 8;
+  lim.max_token_bytes = 64;
+  lim.sampling.temp = 0.5f;
+  auto render = [](const chat::ChatInputs&) -> jinja::Text { throw std::runtime_error("no chat here"); };
+  auto parse = [&](const server::json& j) { return server::parse_job(j, false, tok, lim, render); };
+  auto job = parse({{"prompt", "abc"}});
+  EXPECT_EQ(job.prompts.size(), 1u);
+  EXPECT_EQ(job.n, 1);
+  EXPECT_EQ(job.gen.n_predict, -1) << "no max_tokens: until the context ends";
+  EXPECT_EQ(job.sampling.temp, 0.5f) << "the server's default";
+  EXPECT_TRUE(job.gen.stop_at_eog);
+  EXPECT_EQ(job.n_logprobs, -1);
+  job = parse({{"prompt", {1, 2, 3}}, {"max_tokens", 7}, {"n", 4}, {"temperature", 0}, {"top_k", 5}, {"top_p", 0.9}, {"min_p", 0.1},
+               {"presence_penalty", 0.5}, {"frequency_penalty", 0.25}, {"repeat_penalty", 1.1}, {"seed", 9}, {"stop", "x"},
+               {"ignore_eos", true}, {"logprobs", 2}, {"cache_prompt", false}, {"stream", true},
+               {"stream_options", {{"include_usage", true}}}});
+  EXPECT_EQ(job.prompts[0], (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(job.gen.n_predict, 7);
+  EXPECT_EQ(job.n, 4);
+  EXPECT_EQ(job.sampling.temp, 0.0f);
+  EXPECT_EQ(job.sampling.top_k, 5);
+  EXPECT_FLOAT_EQ(job.sampling.top_p, 0.9f);
+  EXPECT_FLOAT_EQ(job.sampling.min_p, 0.1f);
+  EXPECT_FLOAT_EQ(job.sampling.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(job.sampling.frequency_penalty, 0.25f);
+  EXPECT_FLOAT_EQ(job.sampling.repeat_penalty, 1.1f);
+  EXPECT_EQ(job.sampling.seed, 9u);
+  EXPECT_EQ(job.gen.stop, (std::vector<std::string>{"x"}));
+  EXPECT_FALSE(job.gen.stop_at_eog);
+  EXPECT_EQ(job.n_logprobs, 2);
+  EXPECT_FALSE(job.cache_prompt);
+  EXPECT_TRUE(job.stream && job.include_usage);
+  // max_completion_tokens wins over max_tokens; n_predict is llama-server's name.
+  EXPECT_EQ(parse({{"prompt", "a"}, {"max_tokens", 3}, {"max_completion_tokens", 5}}).gen.n_predict, 5);
+  EXPECT_EQ(parse({{"prompt", "a"}, {"n_predict", 6}}).gen.n_predict, 6);
+  EXPECT_EQ(parse({{"prompt", "a"}, {"max_tokens", 16.0}}).gen.n_predict, 16) << "an integral float is an integer";
+  EXPECT_EQ(parse({{"prompt", "a"}, {"seed", -1}}).sampling.seed, kSeedRandom);
+  EXPECT_EQ(parse({{"prompt", {"a", "b"}}, {"n", 2}}).prompts.size(), 2u);
+  EXPECT_THROW(parse({{"prompt", {"a", "b", "c"}}, {"n", 3}}), server::BadRequest) << "9 outputs > 8";
+  EXPECT_THROW(parse({{"prompt", std::vector<int>(128, 1)}}), server::BadRequest) << "no room to generate";
+  EXPECT_NO_THROW(parse({{"prompt", std::vector<int>(127, 1)}}));
+  EXPECT_THROW(parse({{"prompt", std::string(128 * 64 * 4 + 1, 'a')}}), server::BadRequest) << "refused by its size";
+  EXPECT_THROW(server::parse_job({{"messages", {{{"role", "user"}, {"content", "hi"}}}}}, true, tok, lim, render), server::BadRequest)
+      << "a template error is the client's";
+}
+
+TEST(ServerApiParse, PercentileIsNearestRank) {
+  EXPECT_EQ(server::percentile({}, 0.5), 0);
+  EXPECT_EQ(server::percentile({5}, 0.99), 5);
+  EXPECT_EQ(server::percentile({1, 2, 3, 4}, 0.5), 2);
+  EXPECT_EQ(server::percentile({4, 3, 2, 1}, 0.99), 4);
+  std::vector<double> xs;
+  for (int i = 1; i <= 100; ++i) xs.push_back(i);
+  EXPECT_EQ(server::percentile(xs, 0.99), 99);
+}
+
+// A small version of scripts/server_load.sh's run: it must pass (no unexpected status, malformed
+// ones 400, every KV block free after each round, RSS steady between rounds).
+TEST(ServerLoad, BoundedRunWithDisconnectsAndMalformedRequestsLeavesNothingBehind) {
+  auto sp = test_server_params();
+  sp.engine.n_parallel = 4;
+  sp.engine.queue = 64;
+  sp.access_log = false;
+  TestServer srv(sp);
+  server::LoadParams p;
+  p.port = srv.port();
+  p.clients = 8;
+  p.requests = 6;
+  p.rounds = 2;
+  p.prompt_min = 2;
+  p.prompt_max = 120;
+  p.out_min = 1;
+  p.out_max = 24;
+  p.shared_prefix = 40;
+  p.disconnect = 0.15;
+  p.malformed = 0.15;
+  p.seed = seed();
+  const auto rep = server::run_load(p);
+  const std::string text = server::format_report(p, rep);
+  std::printf("%s", text.c_str());
+  EXPECT_TRUE(rep.pass) << text;
+  int64_t ok = 0, bad = 0;
+  for (const auto& r : rep.rounds) {
+    ok += r.ok;
+    bad += r.bad_400;
+    EXPECT_EQ(r.kv_blocks_used, 0);
+    EXPECT_EQ(r.unexpected, 0);
+  }
+  EXPECT_GT(ok, 0);
+  const auto m = srv.idle_metrics();
+  EXPECT_EQ(m.at("minfer:kv_blocks_used"), 0);
+  EXPECT_GT(m.at("minfer:prefix_cache_hit_tokens_total"), 0) << "the shared prefix was never reused";
+}
+
+}  // namespace
+}  // namespace minfer::test

@@ -1,0 +1,156 @@
+// Servers with other settings: --api-key, a full queue (503 with Retry-After), --timeout; and the
+// engine noticing a hung-up client within one step.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+
+#include <future>
+
+#include "engine.h"
+#include "server_harness.h"
+
+namespace minfer::test {
+namespace {
+
+TEST(ServerLimits, ApiKeyIsRequiredButNotForHealth) {
+  auto sp = test_server_params();
+  sp.api_key = "sekret-42";
+  TestServer srv(sp);
+  auto c = srv.client();
+  auto h = c.Get("/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+  const std::string body = R"({"prompt": "x", "max_tokens": 2})";
+  auto none = c.Post("/v1/completions", body, "application/json");
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->status, 401);
+  EXPECT_EQ(json::parse(none->body)["error"]["type"], "authentication_error");
+  for (const char* path : {"/v1/models", "/metrics"}) {
+    auto r = c.Get(path);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 401) << path;
+  }
+  auto wrong = c.Post("/v1/completions", {{"Authorization", "Bearer sekret-43"}}, body, "application/json");
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 401);
+  auto right = c.Post("/v1/completions", {{"Authorization", "Bearer sekret-42"}}, body, "application/json");
+  ASSERT_TRUE(right);
+  EXPECT_EQ(right->status, 200) << right->body;
+  c.set_bearer_token_auth("sekret-42");
+  auto models = c.Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(models->status, 200);
+}
+
+// One slot and no queue: a second request while the first runs gets 503 with Retry-After, and
+// is served once the first is done.
+TEST(ServerLimits, FullQueueGets503WithRetryAfter) {
+  auto sp = test_server_params();
+  sp.engine.n_parallel = 1;
+  sp.engine.queue = 0;
+  TestServer srv(sp);
+  RawConn hog(srv.port());
+  ASSERT_TRUE(hog.send_post("/v1/completions", json{{"prompt", "x"}, {"max_tokens", -1}, {"ignore_eos", true}, {"stream", true}}.dump()));
+  ASSERT_TRUE(hog.read_until("\"text\":"));
+  auto r = srv.post("/v1/completions", R"({"prompt": "y", "max_tokens": 2})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503);
+  EXPECT_EQ(r->get_header_value("Retry-After"), "1");
+  EXPECT_EQ(json::parse(r->body)["error"]["type"], "unavailable_error");
+  EXPECT_EQ(srv.metrics()["minfer:requests_rejected_total"], 1);
+  // n larger than the slots is the client's error, not the server's.
+  r = srv.post("/v1/completions", R"({"prompt": "y", "max_tokens": 2, "n": 2})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  hog.close_now();
+  srv.idle_metrics();
+  r = srv.post("/v1/completions", R"({"prompt": "y", "max_tokens": 2})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+}
+
+// --timeout ends a request that would otherwise run to the end of its context: what it
+// generated comes back with finish_reason "length".
+TEST(ServerLimits, TimeoutEndsGenerationKeepingTheText) {
+  auto sp = test_server_params();
+  sp.engine.timeout_s = 0.25;
+  TestServer srv(sp);
+  const auto t0 = Clock::now();
+  auto j = srv.post_json("/v1/completions", {{"prompt", "def f():"}, {"max_tokens", -1}, {"ignore_eos", true}, {"temperature", 0}});
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_LT(j["usage"]["completion_tokens"].get<int>(), 2000) << "it ran to the end of the context";
+  EXPECT_LT(s, 20.0);
+  const auto m = srv.idle_metrics();
+  EXPECT_EQ(m.at("minfer:requests_timed_out_total"), 1);
+  EXPECT_EQ(m.at("minfer:kv_blocks_used"), 0);
+  // Streamed the same way.
+  auto r = srv.post("/v1/completions", json{{"prompt", "def g():"}, {"max_tokens", -1}, {"ignore_eos", true}, {"stream", true}}.dump());
+  ASSERT_TRUE(r);
+  bool done = false;
+  const auto events = sse_events(r->body, &done);
+  EXPECT_TRUE(done);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back()["choices"][0]["finish_reason"], "length");
+}
+
+// The engine polls every task's connection before each step: after the client hangs up, at most
+// the step already under way commits a token, then the request is cancelled and its blocks freed.
+TEST(ServerEngine, HangUpIsNoticedWithinOneStep) {
+  auto& L = default_model();
+  server::Engine engine(*L.model, *L.backend, *L.tok, test_runner_params(), {.n_parallel = 4, .queue = 4});
+  // A loopback TCP connection: the task holds the accepted end, the "client" the other.
+  const int lsock = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(lsock, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  socklen_t len = sizeof(a);
+  getsockname(lsock, reinterpret_cast<sockaddr*>(&a), &len);
+  listen(lsock, 1);
+  const int client = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(connect(client, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  const int server_end = accept(lsock, nullptr, nullptr);
+  ASSERT_GE(server_end, 0);
+
+  for (int round = 0; round < 5; ++round) {
+    int c = client, s = server_end;
+    if (round > 0) {  // fresh connections for the later rounds
+      c = socket(AF_INET, SOCK_STREAM, 0);
+      ASSERT_EQ(connect(c, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+      s = accept(lsock, nullptr, nullptr);
+    }
+    auto t = std::make_shared<server::Task>();
+    Request r;
+    r.prompt = L.tok->encode("def hang_up():", false);
+    r.params.n_predict = -1;
+    r.params.stop_at_eog = false;
+    r.sampling.temp = 0;
+    r.n_logprobs = 0;  // every committed token leaves an entry: a token counter
+    t->requests.push_back(r);
+    t->fd = s;
+    ASSERT_TRUE(engine.submit(t));
+    size_t n0 = 0;
+    {
+      std::unique_lock<std::mutex> lk(t->mu);
+      const size_t wait_for = static_cast<size_t>(5 + round * 7);
+      t->cv.wait(lk, [&] { return t->choices[0].logprobs.size() >= wait_for || t->done; });
+      ASSERT_FALSE(t->done);
+      ::close(c);  // while the engine cannot commit a token (it needs this lock)
+      n0 = t->choices[0].logprobs.size();
+    }
+    t->wait();
+    std::lock_guard<std::mutex> lk(t->mu);
+    EXPECT_TRUE(t->cancelled);
+    EXPECT_LE(t->choices[0].result.ids.size(), n0 + 1) << "round " << round;
+    EXPECT_GE(t->choices[0].result.ids.size(), n0);
+    ::close(s);
+  }
+  ::close(lsock);
+  const auto m = engine.metrics();
+  EXPECT_EQ(m.requests_cancelled, 5);
+  EXPECT_EQ(m.kv_blocks_used, 0);
+  EXPECT_EQ(m.requests_running, 0);
+}
+
+}  // namespace
+}  // namespace minfer::test
