@@ -14,6 +14,8 @@
 #   verify   the verify-batch cost curve (minfer-bench -v 2,4,8,16,17) on the 7B and 0.5B shapes
 #   batched  minfer-batched-bench on the 7B shape (-npp 512 -ntg 128 -npl 1,4,16,64), then S_TG at
 #            B = 16 for KV block sizes 16/32/64/128
+#   long     long contexts on the 7B shape (issue 13): pp512/pp8192/pp32768, tg64 at depths
+#            0/4096/16384/32768 (f16 cache) and 32768 (q8_0 cache); llama-bench the same with LLAMA
 #   server   minfer-server under load on the 7B shape: 16 streaming clients, 512-token prompts, 128
 #            tokens out (scripts/server_load.sh, 2 rounds: the first warms the graphs), next to
 #            minfer-batched-bench -npp 512 -ntg 128 -npl 16 in the same run (issue 12's target:
@@ -161,6 +163,25 @@ step_batched() {
   fi
 }
 
+# Long contexts: prefill up to 32k tokens in one pass, decode at depth, f16 and q8_0 KV.
+step_long() {
+  make_model qwen2.5-7b-q4km --shape qwen2.5-7b || return
+  bench_args qwen2.5-7b-q4km -p 512,8192 -n 0
+  REPS=1 bench_args qwen2.5-7b-q4km -p 32768 -n 0
+  bench_args qwen2.5-7b-q4km -p 0 -n 64 -d 0,4096,16384,32768
+  bench_args qwen2.5-7b-q4km -p 0 -n 64 -d 32768 --cache-type q8_0
+  if [[ -n ${LLAMA:-} ]]; then
+    local gguf="$models/qwen2.5-7b-q4km.gguf" t0=$SECONDS
+    for a in "-p 512,8192 -n 0 -r 3" "-p 32768 -n 0 -r 1" "-p 0 -n 64 -d 0,4096,16384,32768 -r 3" \
+             "-p 0 -n 64 -d 32768 -r 3 -ctk q8_0 -ctv q8_0"; do
+      # shellcheck disable=SC2086
+      timeout 400 "$LLAMA/build/bin/llama-bench" -m "$gguf" -fa 1 -ngl 99 $a >>"$out/llama-long.log" 2>&1
+      row "llama-bench 7B $a" "rc $?" "$((SECONDS - t0)) s"
+    done
+    grep -E '^\| .*(pp|tg)[0-9]' "$out/llama-long.log" | sed 's/^/    /' | tee -a "$summary" >/dev/null
+  fi
+}
+
 # The server under load (docs/server.md), and the batched-bench figure it is compared with.
 step_server() {
   make_model qwen2.5-7b-q4km --shape qwen2.5-7b || return
@@ -244,6 +265,7 @@ for s in "${steps[@]}"; do
     spec) step_spec ;;
     verify) step_verify ;;
     batched) step_batched ;;
+    long) step_long ;;
     server) step_server ;;
     *) echo "gpu_check: unknown step '$s'" >&2; exit 2 ;;
   esac
