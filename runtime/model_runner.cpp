@@ -15,7 +15,11 @@ KvCacheParams kv_params(const Model& model, const RunnerParams& p) {
   kp.n_ctx = ModelRunner::resolve_n_ctx(model, p);
   kp.block_size = p.block_size;
   kp.n_seq_max = p.n_seq_max;
-  kp.n_ctx_seq = p.n_ctx_seq > 0 ? p.n_ctx_seq : std::min(kp.n_ctx, std::max(1, model.hparams().n_ctx_train));
+  // One sequence gets the whole pool, as -c says (llama.cpp warns past context_length and goes on);
+  // among several, none may outgrow the trained context unless asked.
+  kp.n_ctx_seq = p.n_ctx_seq > 0    ? p.n_ctx_seq
+                 : p.n_seq_max == 1 ? kp.n_ctx
+                                    : std::min(kp.n_ctx, std::max(1, model.hparams().n_ctx_train));
   kp.type = p.kv_type;
   return kp;
 }

@@ -33,7 +33,8 @@ struct RunnerParams {
   /// benchmarks, generation) set it low so a long ubatch does not reserve n_batch * n_vocab floats.
   int32_t n_out_max = 0;
   int32_t n_seq_max = 1;   ///< sequences that may exist at once
-  /// Tokens one sequence may hold: 0 means min(n_ctx, context_length).
+  /// Tokens one sequence may hold: 0 means n_ctx for a single sequence, else
+  /// min(n_ctx, context_length).
   int32_t n_ctx_seq = 0;
   int32_t block_size = 32;  ///< KV cells per block (docs/perf/*-paged-kv.md says why 32)
   DType kv_type = DType::F16;

@@ -16,19 +16,19 @@
 //   queries); split s takes an equal share of the visible keys (computed on the device from
 //   pos[t]), keeps an online softmax per warp, and writes (max, sum, acc[dv]);
 //   attn_combine_kernel merges the splits of every head in parallel.
-// - T > 64 (prefill): flash-style tiles (Dao et al. 2022): a block holds 16 queries of one head,
-//   streams 32-key K/V tiles through shared memory (widened to f32), one key per lane for the
-//   scores, online softmax per query, keys past the block's largest position never loaded. A tile
-//   whose queries belong to several sequences walks each run of one sequence's queries in turn.
-//   Head dims 64/128/256 (K and V alike) use a specialised kernel (float4 shared-memory reads,
-//   the four queries of a warp processed together); other head dims a generic one. SIMT f32
-//   throughout: a tensor-core version is future work.
-// Scores, softmax and accumulation are f32 throughout.
+// - T > 64 (prefill) over f16 or q8_0 caches with head dims 64/128: attn_fa_kernel, FlashAttention-2
+//   on the tensor cores (WMMA f16 in, f32 accumulate; below). Otherwise flash-style SIMT tiles
+//   (Dao et al. 2022): a block holds 16 queries of one head, streams 32-key K/V tiles through shared
+//   memory (widened to f32), one key per lane for the scores, online softmax per query. Both skip
+//   keys past the largest position of a tile's queries, and walk a tile whose queries belong to
+//   several sequences one run of one sequence's queries at a time.
+// Scores, softmax and accumulation are f32 throughout (attn_fa_kernel: q and P rounded to f16).
 #include <mma.h>
 
 #include <algorithm>
 #include <string>
 
+#include "ops/cuda/cp_async.cuh"
 #include "ops/cuda/kernels.cuh"
 #include "ops/cuda/quant_device.cuh"
 
@@ -82,10 +82,21 @@ __device__ __forceinline__ int64_t paged_cell(const Paged& pk, const int32_t* ro
 
 // The keys [j0, j1) split s of n_splits takes of kv_len keys: chunks of a multiple of 64 keys,
 // sized by kv_len alone (batch invariance), so short sequences use few splits.
+__device__ __forceinline__ int64_t split_chunk(int64_t kv_len, int n_splits) {
+  return (((kv_len + n_splits - 1) / n_splits) + 63) / 64 * 64;
+}
 __device__ __forceinline__ void split_range(int64_t kv_len, int s, int n_splits, int64_t& j0, int64_t& j1) {
-  const int64_t chunk = (((kv_len + n_splits - 1) / n_splits) + 63) / 64 * 64;
+  const int64_t chunk = split_chunk(kv_len, n_splits);
   j0 = min(kv_len, s * chunk);
   j1 = min(kv_len, j0 + chunk);
+}
+// The splits that hold keys of a kv_len-key query (split 0 always counts: an invalid query,
+// kv_len 0, writes its empty partial there). The others write nothing and are not combined, which
+// changes no bits: their weight in the combine would be exactly 0.
+__device__ __forceinline__ int active_splits(int64_t kv_len, int n_splits) {
+  if (kv_len <= 0) return 1;
+  const int64_t chunk = split_chunk(kv_len, n_splits);
+  return static_cast<int>((kv_len + chunk - 1) / chunk);
 }
 
 // ---------------------------------------------------------------- KV_STORE
@@ -122,19 +133,22 @@ __global__ void kv_store_kernel(TD x, TD cache, const int32_t* cells, ErrorSink 
 // Merges the splits of one (query head, query): weights exp(m_i - max) per split, then the
 // weighted sum of the partial accumulators, divided by the weighted sum of the partial sums.
 // A separate launch so every head merges in parallel (a last-block merge serializes the splits).
-__global__ void attn_combine_kernel(const float* part_acc, const float2* part_ml, int n_splits, int dv, float* dst) {
+__global__ void attn_combine_kernel(const float* part_acc, const float2* part_ml, Paged pk, int n_splits, int dv,
+                                    float* dst) {
   extern __shared__ float w[];  // [n_splits]
   __shared__ float red[32];
   const int h = blockIdx.x, t = blockIdx.y, n_head = gridDim.x;
   const int64_t base = (static_cast<int64_t>(t) * n_head + h) * n_splits;
+  const int32_t* row;
+  const int n_active = active_splits(paged_query(pk, t, row, ErrorSink{}, false), n_splits);
   float mx = -INFINITY;
-  for (int i = threadIdx.x; i < n_splits; i += blockDim.x) {
+  for (int i = threadIdx.x; i < n_active; i += blockDim.x) {
     const float2 ml = part_ml[base + i];
     if (ml.y > 0.0f) mx = fmaxf(mx, ml.x);
   }
   mx = block_max(mx, red);
   float sum = 0.0f;
-  for (int i = threadIdx.x; i < n_splits; i += blockDim.x) {
+  for (int i = threadIdx.x; i < n_active; i += blockDim.x) {
     const float2 ml = part_ml[base + i];
     const float wi = ml.y > 0.0f ? __expf(ml.x - mx) : 0.0f;
     w[i] = wi;
@@ -147,7 +161,7 @@ __global__ void attn_combine_kernel(const float* part_acc, const float2* part_ml
   for (int e = threadIdx.x; e < dv; e += blockDim.x) {
     float a = 0.0f;
 #pragma unroll 8
-    for (int i = 0; i < n_splits; ++i) a += part_acc[(base + i) * dv + e] * w[i];
+    for (int i = 0; i < n_active; ++i) a += part_acc[(base + i) * dv + e] * w[i];
     out[e] = a * inv;
   }
 }
@@ -173,6 +187,7 @@ __global__ void __launch_bounds__(32 * kSplitWarps) attn_split_kernel(TD q, TD k
   const int64_t kv_len = paged_query(pk, t, row, sink, threadIdx.x == 0 && s == 0 && h == 0);
   int64_t j0, j1;
   split_range(kv_len, s, n_splits, j0, j1);
+  if (s > 0 && j0 >= j1) return;  // no keys here (active_splits)
 
   const char* qrow = q.data + static_cast<int64_t>(h) * q.nb[1] + static_cast<int64_t>(t) * q.nb[2];
   for (int e = threadIdx.x; e < d; e += blockDim.x) qs[e] = *reinterpret_cast<const float*>(qrow + e * q.nb[0]) * scale;
@@ -241,12 +256,21 @@ __global__ void __launch_bounds__(32 * kSplitWarps) attn_split_kernel(TD q, TD k
 // dots the whole K row (16-byte loads, all issued before use) with every query head of the group
 // (kept pre-scaled in shared memory, read as broadcasts), so the online softmax needs one warp
 // max and one warp sum per head per chunk instead of a reduction per key; for P·V lane l owns
-// head-dim elements [l*E, l*E + E) and walks the chunk's V rows (coalesced). attn_combine_kernel
+// head-dim elements [l*E, l*E + E) and walks the chunk's V rows (f16 rows staged in shared memory
+// by cp.async while the scores are computed, see gqa_stages_v). attn_combine_kernel
 // then merges the splits of every query head in parallel. Head dims 64/128/256, group <= kGqaMax.
 
 constexpr int kGqaWarps = 4;
 constexpr int kGqaMax = 8;
 constexpr int kChunkKeys = 32;  // one key per lane
+
+// f16 V rows of head dim <= 128 are staged through shared memory with cp.async (16-byte rows:
+// the cache's f16 layout), so the P·V walk reads them there instead of waiting on one global
+// load per key; other V types load rows directly (q8_0 rows are 34-byte blocks, not 16-aligned).
+template <int D, DType VT>
+constexpr bool gqa_stages_v() {
+  return VT == DType::F16 && D <= 128;
+}
 
 template <int E, DType T>
 __device__ __forceinline__ void load_row(const char* row, int lane, float (&x)[E]) {
@@ -310,8 +334,12 @@ __global__ void __launch_bounds__(32 * kGqaWarps) attn_gqa_kernel(TD q, TD k, TD
                                                                   int group, float* part_acc, float2* part_ml,
                                                                   ErrorSink sink) {
   constexpr int E = D / 32;
+  constexpr bool kStageV = gqa_stages_v<D, VT>();
   __shared__ float4 qs4[kGqaMax * D / 4];  // the group's queries, pre-scaled
-  extern __shared__ float smem[];          // per-warp acc [warps][group][D] | per-warp m,l [warps][group][2]
+  // kStageV: per-warp V rows of the chunk [warps][32][D] (f16) while streaming; then (all
+  // configurations) per-warp acc [warps][group][D] | per-warp m,l [warps][group][2] for the merge.
+  extern __shared__ __align__(16) float smem[];
+  __half* vstage = reinterpret_cast<__half*>(smem) + static_cast<int64_t>(threadIdx.x >> 5) * kChunkKeys * D;
   const int s = blockIdx.x, n_splits = gridDim.x;
   const int hk = blockIdx.y, n_head_kv = gridDim.y, t = blockIdx.z;
   const int n_head = n_head_kv * group;
@@ -323,6 +351,7 @@ __global__ void __launch_bounds__(32 * kGqaWarps) attn_gqa_kernel(TD q, TD k, TD
   const int64_t kv_len = paged_query(pk, t, row, sink, threadIdx.x == 0 && s == 0 && hk == 0);
   int64_t j0, j1;
   split_range(kv_len, s, n_splits, j0, j1);
+  if (s > 0 && j0 >= j1) return;  // no keys here (active_splits)
 
   float* qs = reinterpret_cast<float*>(qs4);
   for (int i = threadIdx.x; i < group * D; i += blockDim.x) {
@@ -346,6 +375,16 @@ __global__ void __launch_bounds__(32 * kGqaWarps) attn_gqa_kernel(TD q, TD k, TD
     const int64_t j = jc + lane;
     const bool valid = j < j1;
     const int64_t cell = valid ? paged_cell(pk, row, j, sink) : 0;
+    if constexpr (kStageV) {
+      // The chunk's V rows go to shared memory now (no registers), in flight under the scores.
+      __syncwarp();  // the previous chunk's rows have been read
+      if (valid) {
+        const char* vr = vbase + cell * v.nb[2];
+#pragma unroll
+        for (int c = 0; c < D / 8; ++c) cp_async16(vstage + lane * D + 8 * c, vr + 16 * c);
+      }
+      cp_async_commit();
+    }
     // Scores of this lane's key against every head of the group.
     const char* kr = kbase + cell * k.nb[2];
     float sc[kGqaMax];
@@ -379,11 +418,19 @@ __global__ void __launch_bounds__(32 * kGqaWarps) attn_gqa_kernel(TD q, TD k, TD
     }
     // P·V: the chunk's V rows, each lane its E elements.
     const int n_valid = static_cast<int>(min(static_cast<int64_t>(kChunkKeys), j1 - jc));
+    if constexpr (kStageV) {
+      cp_async_wait<0>();
+      __syncwarp();
+    }
 #pragma unroll 4
     for (int jj = 0; jj < n_valid; ++jj) {
-      const int64_t cj = __shfl_sync(0xffffffffu, cell, jj);
       float vx[E];
-      load_row<E, VT>(vbase + cj * v.nb[2], lane, vx);
+      if constexpr (kStageV) {
+        load_row<E, DType::F16>(reinterpret_cast<const char*>(vstage + jj * D), lane, vx);
+      } else {
+        const int64_t cj = __shfl_sync(0xffffffffu, cell, jj);
+        load_row<E, VT>(vbase + cj * v.nb[2], lane, vx);
+      }
 #pragma unroll
       for (int g = 0; g < kGqaMax; ++g) {
         if (g >= group) break;
@@ -395,6 +442,7 @@ __global__ void __launch_bounds__(32 * kGqaWarps) attn_gqa_kernel(TD q, TD k, TD
   }
 
   // Merge the warps of this block, head by head.
+  if constexpr (kStageV) __syncthreads();  // the merge arrays overlay the V stages
 #pragma unroll
   for (int g = 0; g < kGqaMax; ++g) {
     if (g >= group) break;
@@ -466,14 +514,19 @@ void launch_gqa(KernelContext& kc, const Tensor& q, const Tensor& k, const Tenso
   char* s = static_cast<char*>(kc.scratch_bytes(acc_bytes + static_cast<size_t>(parts) * sizeof(float2)));
   auto* part_acc = reinterpret_cast<float*>(s);
   auto* part_ml = reinterpret_cast<float2*>(s + acc_bytes);
-  const size_t smem = static_cast<size_t>(kGqaWarps) * group * (D + 2) * sizeof(float);
-  static_assert(kGqaWarps * kGqaMax * (256 + 2) * sizeof(float) <= 48 * 1024, "fits the default shared memory");
+  const size_t merge = static_cast<size_t>(kGqaWarps) * group * (D + 2) * sizeof(float);
+  const size_t stage = gqa_stages_v<D, VT>() ? static_cast<size_t>(kGqaWarps) * kChunkKeys * D * sizeof(__half) : 0;
+  const size_t smem = std::max(merge, stage);
+  static_assert(kGqaWarps * kGqaMax * (256 + 2) * sizeof(float) + kGqaMax * 256 * sizeof(float) <= 48 * 1024,
+                "fits the default shared memory");
+  static_assert(kGqaWarps * kChunkKeys * 128 * 2 + kGqaMax * 128 * sizeof(float) <= 48 * 1024,
+                "the V stages fit the default shared memory");
   attn_gqa_kernel<D, KT, VT><<<dim3(n_splits, static_cast<unsigned>(n_head_kv), static_cast<unsigned>(T)),
                                32 * kGqaWarps, smem, kc.stream>>>(td(q), td(k), td(v), pk, scale, group, part_acc,
                                                                   part_ml, kc.sink());
   kc.check_launch("attn_gqa_kernel");
   attn_combine_kernel<<<dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(T)), D, n_splits * sizeof(float),
-                        kc.stream>>>(part_acc, part_ml, n_splits, D, out);
+                        kc.stream>>>(part_acc, part_ml, pk, n_splits, D, out);
   kc.check_launch("attn_combine_kernel");
 }
 
@@ -992,7 +1045,7 @@ void launch_attention(KernelContext& kc, const Tensor& q, const Tensor& k, const
                                                                      part_ml, kc.sink());
     kc.check_launch("attn_split_kernel");
     attn_combine_kernel<<<dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(T)), 128, n_splits * sizeof(float),
-                          kc.stream>>>(part_acc, part_ml, n_splits, static_cast<int>(dv), out);
+                          kc.stream>>>(part_acc, part_ml, pk, n_splits, static_cast<int>(dv), out);
     kc.check_launch("attn_combine_kernel");
     return;
   }

@@ -22,6 +22,7 @@
 // rows N, so a row gets the same bits in every batch this kernel runs (batch invariance).
 #include <algorithm>
 
+#include "ops/cuda/cp_async.cuh"
 #include "ops/cuda/kernels.cuh"
 #include "ops/cuda/quant_device.cuh"
 
@@ -219,14 +220,6 @@ __device__ __forceinline__ void mma_k16(int (&c)[4], int a0, int a1, int b0) {
       : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
       : "r"(a0), "r"(a1), "r"(b0), "r"(0), "r"(0), "r"(0), "r"(0));
 }
-
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 // Block bytes and 32-element units per block of each format.
 template <DType T> struct Fmt;

@@ -110,7 +110,10 @@ TEST(CudaModels, VerifyBatchRowsEqualDecodeStepsBitwise) {
       const auto& prompt = refs[c].ids;
       SessionParams sp;
       sp.n_ctx = 512;
-      for (int32_t n : {2, 5, 8, 16}) {
+      // Up to 8 rows (kMmvqRows; speculative decoding's default --draft-max 7 verifies 8) the
+      // batch runs the decode kernels; past it the tensor-core MMQ, whose rows agree with each
+      // other across batch sizes (test_cuda_ops) but not bitwise with the 1-row MMVQ.
+      for (int32_t n : {2, 5, 8}) {
         const std::vector<int32_t> next(refs[c].greedy32.begin(), refs[c].greedy32.begin() + n);
         Session batch(*model, *gpu(), sp), step(*model, *gpu(), sp);
         batch.eval(prompt);

@@ -184,6 +184,24 @@ void random_run(Loaded& L, bool prefix_cache) {
   EXPECT_GT(checked, 100);
 }
 
+// -c past the trained context: one sequence may use all of it (llama-bench -d 32768 on a 32k
+// model); with several, each stops at context_length unless n_ctx_seq says otherwise.
+TEST(Scheduler, OneSequenceTakesTheWholeContextSeveralStopAtTheTrainedOne) {
+  LOAD_OR_SKIP(L, "qwen3-xs/qwen3-xs-f16.gguf");
+  const int32_t train = L.model->hparams().n_ctx_train;
+  RunnerParams rp;
+  rp.n_ctx = train + 96;
+  rp.n_batch = 16;
+  ModelRunner one(*L.model, L.cpu, rp);
+  EXPECT_EQ(one.kv().n_ctx_seq(), train + 96);
+  rp.n_seq_max = 2;
+  ModelRunner two(*L.model, L.cpu, rp);
+  EXPECT_EQ(two.kv().n_ctx_seq(), train);
+  rp.n_ctx_seq = train + 32;
+  ModelRunner asked(*L.model, L.cpu, rp);
+  EXPECT_EQ(asked.kv().n_ctx_seq(), train + 32);
+}
+
 TEST(Scheduler, RandomAdmitCancelForkAndPreemptMatchSoloRunsAndFreeEveryBlock) {
   LOAD_OR_SKIP(L, "qwen3-xs/qwen3-xs-f16.gguf");
   random_run(L, false);

@@ -1,0 +1,19 @@
+// Asynchronous global -> shared copies (cp.async, sm_80+): staged tiles that bypass registers
+// and L1, in commit groups, so a kernel can compute on one tile while the next is in flight.
+#pragma once
+
+#include <cstdint>
+
+namespace minfer::cuda {
+
+// 16-byte global -> shared copies that bypass registers and L1 (sm_80+), in commit groups;
+// cp_async_wait<N> waits until at most N groups are still in flight.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+}  // namespace minfer::cuda
