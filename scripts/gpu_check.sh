@@ -16,10 +16,15 @@
 #            B = 16 for KV block sizes 16/32/64/128
 #   long     long contexts on the 7B shape (issue 13): pp512/pp8192/pp32768, tg64 at depths
 #            0/4096/16384/32768 (f16 cache) and 32768 (q8_0 cache); llama-bench the same with LLAMA
+#   attnprof ncu times of the attention kernels alone (2-layer 7B shape): a pp8192 prefill (the
+#            tensor-core kernel; TFLOP/s = 4 * sum_t(t) * d * heads / time) and decode steps at
+#            depths 4096 and 32768 (split-KV kernel; GB/s of K/V read)
 #   server   minfer-server under load on the 7B shape: 16 streaming clients, 512-token prompts, 128
 #            tokens out (scripts/server_load.sh, 2 rounds: the first warms the graphs), next to
 #            minfer-batched-bench -npp 512 -ntg 128 -npl 16 in the same run (issue 12's target:
 #            aggregate >= 80 % of it)
+#   BLOCK_SIZES="16 32" in the environment: the block sizes the batched step sweeps (default 16 32 64 128;
+#   empty: none)
 #   LLAMA=DIR in the environment: the same batched/table runs with llama.cpp's binaries in DIR/build/bin
 #   AB=1 in the environment adds bench runs with MINFER_CUDA_GRAPH=0, MINFER_CUDA_FUSED=0 and
 #   MINFER_CUDA_MMVQ_R2=1;
@@ -150,7 +155,7 @@ step_batched() {
     >"$out/batched.log" 2>&1
   row "batched-bench 7B" "rc $?" "$((SECONDS - t0)) s"
   grep -E '^\|' "$out/batched.log" | sed 's/^/    /' | tee -a "$summary" >/dev/null
-  for bs in 16 32 64 128; do
+  for bs in ${BLOCK_SIZES-16 32 64 128}; do
     timeout 200 .dev/bin/minfer-batched-bench -m "$gguf" --device cuda -npp 512 -ntg 32 -npl 16 --block-size "$bs" \
       >"$out/batched-bs$bs.log" 2>&1
     row "batched-bench 7B block size $bs" "rc $?" "$(grep -E '^\| +512' "$out/batched-bs$bs.log" | tr -s ' ')"
@@ -219,6 +224,22 @@ step_generate() {
   row "generate -c 2e9 on cuda" "rc $rc" "$(echo "$oom" | grep -m1 error: | cut -c1-150)"
 }
 
+# The attention kernels alone under ncu: prefill of 8192 tokens, decode at depth.
+step_attnprof() {
+  local gguf="$models/qwen2.5-7b-2layers.gguf" t0=$SECONDS ncu a
+  [[ -f $gguf ]] || .dev/bin/minfer-mkmodel -q -o "$gguf" --shape qwen2.5-7b --n-layer 2 >"$out/mkmodel-2l.log" 2>&1
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  [[ -n $ncu ]] || { row attnprof FAIL "no ncu"; return; }
+  for a in "-p 8192 -n 0" "-p 0 -n 4 -d 4096" "-p 0 -n 4 -d 32768"; do
+    # shellcheck disable=SC2086
+    MINFER_CUDA_GRAPH=0 timeout 240 "$ncu" --clock-control none --csv --kernel-name regex:attn_ \
+      --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+      .dev/bin/minfer-bench -m "$gguf" --device cuda $a -r 1 >"$out/ncu-attn.csv" 2>"$out/ncu-attn.err"
+    row "ncu attention $a" "rc $?" "$((SECONDS - t0)) s"
+    python3 scripts/ncu_summary.py "$out/ncu-attn.csv" 10 2>&1 | sed 's/^/    /' | tee -a "$summary" >/dev/null
+  done
+}
+
 # Per-kernel times and DRAM bandwidth of one pp512 + a few decode steps (ncu, 2-layer 7B shape).
 step_profile() {
   local gguf="$models/qwen2.5-7b-2layers.gguf"
@@ -266,6 +287,7 @@ for s in "${steps[@]}"; do
     verify) step_verify ;;
     batched) step_batched ;;
     long) step_long ;;
+    attnprof) step_attnprof ;;
     server) step_server ;;
     *) echo "gpu_check: unknown step '$s'" >&2; exit 2 ;;
   esac

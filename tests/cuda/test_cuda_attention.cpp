@@ -107,6 +107,27 @@ TEST(CudaAttentionPaged, LengthsAroundBlockAndTileEdges) {
   }
 }
 
+// Long contexts at sampled depths up to 32768 keys: a decode step (split-KV GQA kernel) and a
+// 128-query prefill chunk at the end of the past (tensor cores), GQA 1/2/4/7/8, head dims 64/128,
+// f16 and q8_0 caches; the chunk's first and last query tiles sit on block and tile edges.
+TEST(CudaAttentionPaged, LongContextsAtSampledDepths) {
+  MINFER_REQUIRE_GPU();
+  struct Heads {
+    int64_t n_head, n_head_kv;
+  };
+  const Heads heads[] = {{2, 2}, {4, 2}, {8, 2}, {7, 1}, {8, 1}};
+  for (int trial = 0; trial < 6; ++trial) {
+    const int64_t d = trial % 2 ? 128 : 64;
+    const Heads h = heads[rand_int(0, 4)];
+    const DType kv = trial % 3 == 2 ? DType::Q8_0 : DType::F16;
+    const int64_t past = rand_int(1, 32768 - 128);
+    check_attention(d, h.n_head, h.n_head_kv, 1, past, kv);
+    check_attention(d, h.n_head, h.n_head_kv, 128, past, kv);
+  }
+  check_attention(128, 8, 1, 1, 32767, DType::F16);   // 32768 keys
+  check_attention(128, 8, 1, 128, 32640, DType::Q8_0);
+}
+
 TEST(CudaAttentionErrors, PositionPastTheCacheIsAnOpError) {
   MINFER_REQUIRE_GPU();
   auto pos8 = [] {

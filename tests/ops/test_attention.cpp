@@ -107,8 +107,9 @@ TEST(OpAttentionPaged, ForkedSequencesShareTheirPrefixBlocks) {
   check_paged(c, ops::AttentionImpl::NAIVE);
 }
 
-TEST(OpAttentionPaged, SequenceLengthsFromOneTo4097) {
-  for (int32_t len : {1, 2, 15, 16, 17, 63, 64, 65, 255, 1000, 4095, 4096, 4097}) {
+TEST(OpAttentionPaged, SequenceLengthsFromOneTo32768) {
+  const auto sampled = static_cast<int32_t>(rand_int(4098, 32767));
+  for (int32_t len : {1, 2, 15, 16, 17, 63, 64, 65, 255, 1000, 4095, 4096, 4097, sampled, 32768}) {
     PagedAttnCase c;
     c.d = c.dv = 64;
     c.n_head = 2;
