@@ -10,6 +10,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "conn.h"
 
@@ -146,6 +147,7 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, bool 
   task->fd = connection_fd(req);
   if (!engine_->submit(task)) {
     res.set_header("Retry-After", "1");
+    if (engine_->stopping()) return send_error(res, 503, "the server is shutting down");
     return send_error(res, 503,
                       fmt::format("the server is busy: {} sequences run and {} may wait (-np, --queue); retry later",
                                   engine_->n_parallel(), engine_->queue()));
@@ -162,6 +164,7 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, bool 
       g_log.note = " (client went away)";
       return;
     }
+    if (task->error_status == 503) res.set_header("Retry-After", "1");
     if (task->error_status != 0) return send_error(res, task->error_status, task->error);
     if (task->timed_out && generated == 0) {
       res.set_header("Retry-After", "1");
@@ -181,6 +184,10 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, bool 
   st->reported.assign(n, false);
   st->offsets.assign(n, 0);
   st->results.resize(n);
+  {
+    std::lock_guard<std::mutex> lk(streams_mu_);
+    ++streams_;
+  }
   res.set_chunked_content_provider(
       "text/event-stream", [this, st](size_t, httplib::DataSink& sink) { return stream_step(*st, sink); },
       [this, st](bool) {
@@ -188,6 +195,9 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, bool 
         // engine before httplib closes the socket the engine polls.
         if (st->n_reported < static_cast<int32_t>(st->reported.size())) engine_->cancel(*st->task);
         st->task->wait();
+        std::lock_guard<std::mutex> lk(streams_mu_);
+        --streams_;
+        streams_cv_.notify_all();
       });
 }
 
@@ -258,8 +268,12 @@ bool Server::stream_step(Stream& st, httplib::DataSink& sink) {
     cancelled = t.cancelled;
   }
   if (cancelled) return give_up();
-  if (!error.empty()) {
+  if (!error.empty()) {  // the text that came before the error, then the error, then [DONE]
     g_log.generated = 0;
+    for (const Out& o : outs)
+      if ((!o.text.empty() || !o.lps.empty()) &&
+          !write(chunk_json(job, st.meta, o.i, o.text, o.lps, nullptr, false, *m_.tok, &st.offsets[static_cast<size_t>(o.i)])))
+        return give_up();
     write(error_json(error, error_status));
     const std::string done = "data: [DONE]\n\n";
     sink.write(done.data(), done.size());
@@ -300,6 +314,23 @@ bool Server::stream_step(Stream& st, httplib::DataSink& sink) {
   if (!sink.write(done.data(), done.size())) return give_up();
   sink.done();
   return true;
+}
+
+void Server::stop(httplib::Server& http, int port) {
+  engine_->cancel_all();
+  engine_->wait_idle(std::chrono::seconds(10));
+  // Streams end with their error event and [DONE] before httplib stops: once stopped, it calls a
+  // content provider no more (the stream would just be cut).
+  {
+    std::unique_lock<std::mutex> lk(streams_mu_);
+    streams_cv_.wait_for(lk, std::chrono::seconds(10), [&] { return streams_ == 0; });
+  }
+  http.stop();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // plain handlers write their answers
+  while (http.is_running()) {
+    shut_reads(port);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 std::string Server::metrics_text() const {

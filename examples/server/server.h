@@ -24,6 +24,7 @@
 
 #include <httplib.h>
 
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -59,6 +60,13 @@ class Server {
   /// Registers the routes, the thread pool, the body limit, the timeouts and the access log on `http`.
   void install(httplib::Server& http);
 
+  /// Shuts down cleanly (SIGINT, SIGTERM): ends every task (clients still waiting get 503 "the
+  /// server is shutting down", a stream an error event and [DONE]), stops accepting, lets the
+  /// handlers answer, then shuts the reading side of the connections still open on `port` so
+  /// that none waits out the read timeout (a keep-alive client, a request that arrives slowly).
+  /// Returns once http has stopped running (its listen call returns).
+  void stop(httplib::Server& http, int port);
+
   Engine& engine() { return *engine_; }
   const ServerParams& params() const { return params_; }
 
@@ -76,6 +84,9 @@ class Server {
   mutable std::mutex template_mu_;
   std::unique_ptr<Engine> engine_;
   ApiLimits limits_;
+  std::mutex streams_mu_;  // streams_: streamed responses not over yet (stop() lets them end)
+  std::condition_variable streams_cv_;
+  int streams_ = 0;
 };
 
 }  // namespace minfer::server

@@ -93,6 +93,69 @@ TEST(ServerLimits, TimeoutEndsGenerationKeepingTheText) {
   EXPECT_EQ(events.back()["choices"][0]["finish_reason"], "length");
 }
 
+// Shutting down (SIGINT / SIGTERM: Server::stop) while clients wait: a running and a queued
+// plain request get 503 "the server is shutting down" as JSON (not an empty 499, as if they had
+// gone away), a running stream its text so far, an error event and [DONE]; a request that
+// arrives then gets the same 503.
+TEST(ServerLimits, ShutdownAnswersWaitingClientsWith503) {
+  auto sp = test_server_params();
+  sp.engine.n_parallel = 2;
+  sp.engine.queue = 4;
+  auto srv = std::make_unique<TestServer>(sp);
+  const json endless = {{"prompt", "def f():"}, {"max_tokens", -1}, {"ignore_eos", true}};
+  RawConn stream(srv->port());
+  json streamed = endless;
+  streamed["stream"] = true;
+  ASSERT_TRUE(stream.send_post("/v1/completions", streamed.dump()));
+  ASSERT_TRUE(stream.read_until("\"text\":"));
+  auto running = std::async(std::launch::async, [&] { return srv->post("/v1/completions", endless.dump()); });
+  // Both slots busy: the third waits in the queue.
+  auto queued = std::async(std::launch::async, [&] { return srv->post("/v1/completions", endless.dump()); });
+  auto settled = [&] {
+    auto m = srv->metrics();
+    return m["minfer:requests_active"] == 2 && m["minfer:requests_queued"] == 1;
+  };
+  for (int i = 0; i < 2000 && !settled(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(settled());
+  const auto t0 = Clock::now();
+  srv->stop();
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 5.0);
+  for (auto* f : {&running, &queued}) {
+    auto r = f->get();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 503) << r->body;
+    EXPECT_EQ(r->get_header_value("Retry-After"), "1");
+    const json j = json::parse(r->body);
+    EXPECT_EQ(j["error"]["message"], "the server is shutting down") << r->body;
+    EXPECT_EQ(j["error"]["code"], 503);
+  }
+  stream.read_until("data: [DONE]");
+  bool done = false;
+  const std::string& got = stream.received();
+  const auto events = sse_events(got.substr(std::min(got.find("data: "), got.size())), &done);
+  EXPECT_TRUE(done) << got.substr(got.size() > 400 ? got.size() - 400 : 0);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back()["error"]["code"], 503) << events.back().dump();
+  EXPECT_FALSE(sse_text(events).empty());
+}
+
+// Shutting down does not wait for connections that are only being read: one that sends its
+// request slowly (a partial header) and a keep-alive one between requests. Each held its thread
+// until the read timeout (120 s here, 600 s by default) or the keep-alive timeout, and the server
+// with them.
+TEST(ServerLimits, ShutdownDoesNotWaitForSlowOrIdleConnections) {
+  auto srv = std::make_unique<TestServer>();
+  RawConn slow(srv->port());
+  ASSERT_TRUE(slow.send_raw("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Le"));
+  RawConn idle(srv->port());
+  ASSERT_TRUE(idle.send_raw("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
+  ASSERT_TRUE(idle.read_until("{\"status\":\"ok\"}"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // both are being read now
+  const auto t0 = Clock::now();
+  srv->stop();
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 3.0);
+}
+
 // The engine polls every task's connection before each step: after the client hangs up, at most
 // the step already under way commits a token, then the request is cancelled and its blocks freed.
 TEST(ServerEngine, HangUpIsNoticedWithinOneStep) {
