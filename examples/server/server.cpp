@@ -13,12 +13,14 @@
 #include <thread>
 
 #include "conn.h"
+#include "pool.h"
 
 namespace minfer::server {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr int kMaxDepth = 64;
+constexpr size_t kMaxHttpThreads = 1024;  // the pool grows to this (or --threads-http) on demand
 
 // What the access-log line of the request this thread is serving says beyond httplib's Request
 // and Response. A handler and its content provider run on the connection's thread, and the
@@ -373,7 +375,10 @@ std::string Server::metrics_text() const {
 void Server::install(httplib::Server& http) {
   const int threads =
       params_.threads_http > 0 ? params_.threads_http : engine_->n_parallel() + engine_->queue() + 8;
-  http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  // Threads start on demand past `threads` (pool.h): connections that are slow to send their
+  // request cannot take every thread.
+  const auto most = std::max<size_t>(static_cast<size_t>(threads), kMaxHttpThreads);
+  http.new_task_queue = [threads, most] { return new GrowingPool(static_cast<size_t>(threads), most); };
   http.set_payload_max_length(params_.max_body);
   if (params_.engine.timeout_s > 0) {
     const auto sec = static_cast<time_t>(std::max(1.0, params_.engine.timeout_s));

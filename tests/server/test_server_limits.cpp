@@ -156,6 +156,30 @@ TEST(ServerLimits, ShutdownDoesNotWaitForSlowOrIdleConnections) {
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 3.0);
 }
 
+// Clients that open connections and send their requests slowly (slowloris) hold a thread each
+// while httplib reads; they must not leave none for the others: /health and a completion still
+// answer at once with 32 such connections open and --threads-http 4.
+TEST(ServerLimits, SlowClientsDoNotStarveOthers) {
+  auto sp = test_server_params();
+  sp.threads_http = 4;
+  TestServer srv(sp);
+  std::vector<std::unique_ptr<RawConn>> slow;
+  for (int i = 0; i < 32; ++i) {
+    slow.push_back(std::make_unique<RawConn>(srv.port()));
+    ASSERT_TRUE(slow.back()->send_raw("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  auto c = srv.client(5);
+  const auto t0 = Clock::now();
+  auto h = c.Get("/health");
+  ASSERT_TRUE(h) << "no thread answered /health";
+  EXPECT_EQ(h->status, 200);
+  auto r = c.Post("/v1/completions", R"({"prompt": "x", "max_tokens": 2})", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 3.0);
+}
+
 // The engine polls every task's connection before each step: after the client hangs up, at most
 // the step already under way commits a token, then the request is cancelled and its blocks freed.
 TEST(ServerEngine, HangUpIsNoticedWithinOneStep) {
