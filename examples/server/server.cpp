@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -385,8 +386,26 @@ void Server::install(httplib::Server& http) {
     http.set_read_timeout(sec);
     http.set_write_timeout(sec);
   }
-  http.set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
+  // Runs before httplib reads the body. A POST with neither Content-Length nor chunked encoding
+  // has no body (RFC 9112), but httplib 0.11 reads one until the client closes: `curl -X POST`
+  // with no data waited out the read timeout (600 s). A Content-Length that is not a number
+  // ("-5", or past 2^64) was read as ULLONG_MAX: httplib waited to skip that many bytes.
+  http.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
     g_log = LogInfo{};
+    if (req.method != "POST" && req.method != "PUT" && req.method != "PATCH") return httplib::Server::HandlerResponse::Unhandled;
+    std::string te = req.get_header_value("Transfer-Encoding");
+    std::transform(te.begin(), te.end(), te.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (te.find("chunked") != std::string::npos) return httplib::Server::HandlerResponse::Unhandled;
+    if (!req.has_header("Content-Length")) {
+      send_error(res, 411, fmt::format("{} {}: the request needs a Content-Length (or chunked transfer encoding)", req.method, req.path));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    const std::string cl = req.get_header_value("Content-Length");
+    if (cl.empty() || cl.size() > 18 || !std::all_of(cl.begin(), cl.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      send_error(res, 400, fmt::format("{} {}: invalid Content-Length '{}'", req.method, req.path, cl.substr(0, 40)));
+      res.set_header("Connection", "close");
+      return httplib::Server::HandlerResponse::Handled;
+    }
     return httplib::Server::HandlerResponse::Unhandled;
   });
   if (params_.access_log) {

@@ -1,5 +1,6 @@
 // Servers with other settings: --api-key, a full queue (503 with Retry-After), --timeout; and the
 // engine noticing a hung-up client within one step.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
@@ -178,6 +179,40 @@ TEST(ServerLimits, SlowClientsDoNotStarveOthers) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200) << r->body;
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 3.0);
+}
+
+// A POST without Content-Length (curl -X POST with no data) has no body: 411 at once, where
+// httplib waited for a body until the read timeout; a Content-Length that is not a number gets
+// 400 at once, where httplib waited to skip 2^64 bytes. Both as JSON; the server goes on.
+TEST(ServerLimits, PostWithoutOrWithABadContentLengthIsAnsweredAtOnce) {
+  TestServer srv;
+  auto ask = [&](const std::string& head, const char* until = "}}") {  // (the end of a JSON error)
+    RawConn c(srv.port());
+    EXPECT_TRUE(c.send_raw(head));
+    const bool got = c.read_until(until);  // 10 s at most
+    EXPECT_TRUE(got) << head << " -> " << c.received();
+    return c.received();
+  };
+  const auto t0 = Clock::now();
+  std::string r = ask("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 411", 0), 0u) << r;
+  EXPECT_NE(r.find("\"code\":411"), std::string::npos) << r;
+  for (const char* cl : {"-5", "99999999999999999999", "12abc"}) {
+    r = ask(std::string("POST /tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: ") + cl + "\r\n\r\n");
+    EXPECT_EQ(r.rfind("HTTP/1.1 400", 0), 0u) << cl << ": " << r;
+    EXPECT_NE(r.find("Content-Length"), std::string::npos) << r;
+  }
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 5.0);
+  // Chunked bodies and Content-Length: 0 are read as before.
+  const std::string body = R"({"content": "x"})";
+  r = ask(fmt::format("POST /tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{}\r\n0\r\n\r\n", body.size(), body),
+          "]}");
+  EXPECT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << r;
+  r = ask("POST /tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 400", 0), 0u) << r;
+  auto ok = srv.post("/v1/completions", R"({"prompt": "x", "max_tokens": 2})");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
 }
 
 // The engine polls every task's connection before each step: after the client hangs up, at most
