@@ -156,29 +156,52 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, bool 
                                   engine_->n_parallel(), engine_->queue()));
   }
   ResponseMeta meta{new_id(chat ? "chatcmpl" : "cmpl"), params_.model_name, now_s()};
-  if (!job.stream) {
+  if (job.stream) {
+    // The status line goes out with the first chunk, so a stream waits for its first token (or
+    // its end): a request that fails before producing anything — it waited past --timeout in
+    // the queue, the server is shutting down, the pool cannot hold it — gets its real status,
+    // as a plain request does, not a 200 with an empty choice.
+    std::unique_lock<std::mutex> lk(task->mu);
+    task->cv.wait(lk, [&] {
+      if (task->done) return true;
+      return std::any_of(task->choices.begin(), task->choices.end(),
+                         [](const Task::Choice& c) { return !c.text.empty() || !c.logprobs.empty() || !c.result.ids.empty(); });
+    });
+    bool failed = false;
+    if (task->done) {  // every choice's result is in
+      int64_t generated = 0;
+      for (const auto& c : task->choices) generated += static_cast<int64_t>(c.result.ids.size());
+      failed = task->cancelled || task->error_status != 0 || (task->timed_out && generated == 0);
+    }
+    if (!failed) {
+      lk.unlock();
+      return stream_response(res, std::move(job), std::move(meta), task);
+    }
+  } else {
     task->wait();
-    std::lock_guard<std::mutex> lk(task->mu);
-    int64_t generated = 0;
-    for (const auto& c : task->choices) generated += static_cast<int64_t>(c.result.ids.size());
-    g_log.generated = generated;
-    if (task->cancelled) {  // the client went away: nobody reads this (499 as nginx logs it)
-      res.status = 499;
-      g_log.note = " (client went away)";
-      return;
-    }
-    if (task->error_status == 503) res.set_header("Retry-After", "1");
-    if (task->error_status != 0) return send_error(res, task->error_status, task->error);
-    if (task->timed_out && generated == 0) {
-      res.set_header("Retry-After", "1");
-      return send_error(res, 503, fmt::format("the request waited past --timeout ({} s) before it could start",
-                                              params_.engine.timeout_s));
-    }
-    std::vector<GenerateResult> outputs;
-    for (auto& c : task->choices) outputs.push_back(std::move(c.result));
-    res.set_content(dump(completion_json(job, outputs, meta, *m_.tok)), "application/json");
+  }
+  std::lock_guard<std::mutex> lk(task->mu);
+  int64_t generated = 0;
+  for (const auto& c : task->choices) generated += static_cast<int64_t>(c.result.ids.size());
+  g_log.generated = generated;
+  if (task->cancelled) {  // the client went away: nobody reads this (499 as nginx logs it)
+    res.status = 499;
+    g_log.note = " (client went away)";
     return;
   }
+  if (task->error_status == 503) res.set_header("Retry-After", "1");
+  if (task->error_status != 0) return send_error(res, task->error_status, task->error);
+  if (task->timed_out && generated == 0) {
+    res.set_header("Retry-After", "1");
+    return send_error(res, 503, fmt::format("the request waited past --timeout ({} s) before it could start",
+                                            params_.engine.timeout_s));
+  }
+  std::vector<GenerateResult> outputs;
+  for (auto& c : task->choices) outputs.push_back(std::move(c.result));
+  res.set_content(dump(completion_json(job, outputs, meta, *m_.tok)), "application/json");
+}
+
+void Server::stream_response(httplib::Response& res, Job job, ResponseMeta meta, const std::shared_ptr<Task>& task) {
   auto st = std::make_shared<Stream>();
   st->job = std::move(job);
   st->meta = std::move(meta);

@@ -73,6 +73,7 @@ class Server {
  private:
   struct Stream;
   void generate(const httplib::Request& req, httplib::Response& res, bool chat);
+  void stream_response(httplib::Response& res, Job job, ResponseMeta meta, const std::shared_ptr<Task>& task);
   bool stream_step(Stream& st, httplib::DataSink& sink);
   std::string metrics_text() const;
   bool authorized(const httplib::Request& req) const;

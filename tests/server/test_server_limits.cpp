@@ -215,6 +215,60 @@ TEST(ServerLimits, PostWithoutOrWithABadContentLengthIsAnsweredAtOnce) {
   EXPECT_EQ(ok->status, 200);
 }
 
+// A stream that fails before its first token gets the status a plain request gets, not a 200
+// with an empty choice: one queued while the server shuts down gets 503 as JSON; one that
+// waits in the queue past --timeout gets 503 too (or, should it start in time, a real stream).
+TEST(ServerLimits, StreamThatFailsBeforeItsFirstTokenGetsItsStatus) {
+  auto sp = test_server_params();
+  sp.engine.n_parallel = 1;
+  sp.engine.timeout_s = 1.0;
+  auto srv = std::make_unique<TestServer>(sp);
+  const json hog_body = {{"prompt", "x"}, {"max_tokens", -1}, {"ignore_eos", true}, {"stream", true}};
+  {
+    RawConn hog(srv->port());
+    ASSERT_TRUE(hog.send_post("/v1/completions", hog_body.dump()));
+    ASSERT_TRUE(hog.read_until("\"text\":"));
+    // Its deadline passes while the hog holds the slot, or during its ~2,000-token prefill.
+    json late = {{"prompt", std::vector<int>(2000, 7)}, {"max_tokens", 3}, {"stream", true}, {"stream_options", {{"include_usage", true}}}};
+    auto r = srv->post("/v1/completions", late.dump());
+    ASSERT_TRUE(r);
+    if (r->status == 200) {
+      const auto events = sse_events(r->body);
+      ASSERT_FALSE(events.empty());
+      EXPECT_GT(events.back()["usage"]["completion_tokens"].get<int>(), 0) << "a 200 stream with nothing in it";
+    } else {
+      EXPECT_EQ(r->status, 503) << r->body;
+      EXPECT_EQ(r->get_header_value("Retry-After"), "1");
+      EXPECT_NE(json::parse(r->body)["error"]["message"].get<std::string>().find("--timeout"), std::string::npos) << r->body;
+    }
+  }
+  srv->idle_metrics();
+  sp.engine.timeout_s = 120;
+  RunnerParams rp = test_runner_params();
+  rp.n_ctx_seq = 8192;  // the hog runs for many seconds, not until 2,048 tokens
+  srv = std::make_unique<TestServer>(sp, rp);
+  RawConn hog(srv->port());
+  ASSERT_TRUE(hog.send_post("/v1/completions", hog_body.dump()));
+  ASSERT_TRUE(hog.read_until("\"text\":"));
+  auto queued = [&](bool chat) {
+    json body = {{"max_tokens", 3}, {"stream", true}};
+    if (chat) body["messages"] = {{{"role", "user"}, {"content", "hi"}}};
+    else body["prompt"] = "y";
+    return std::async(std::launch::async, [&srv, chat, body] { return srv->post(chat ? "/v1/chat/completions" : "/v1/completions", body.dump()); });
+  };
+  auto plain = queued(false), chat = queued(true);
+  for (int i = 0; i < 2000 && srv->metrics()["minfer:requests_queued"] < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(srv->metrics()["minfer:requests_queued"], 2);
+  srv->stop();
+  for (auto* f : {&plain, &chat}) {
+    auto r = f->get();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 503) << r->body;
+    EXPECT_NE(r->get_header_value("Content-Type").find("application/json"), std::string::npos);
+    EXPECT_EQ(json::parse(r->body)["error"]["message"], "the server is shutting down") << r->body;
+  }
+}
+
 // The engine polls every task's connection before each step: after the client hangs up, at most
 // the step already under way commits a token, then the request is cancelled and its blocks freed.
 TEST(ServerEngine, HangUpIsNoticedWithinOneStep) {
