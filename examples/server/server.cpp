@@ -404,11 +404,12 @@ void Server::install(httplib::Server& http) {
   const auto most = std::max<size_t>(static_cast<size_t>(threads), kMaxHttpThreads);
   http.new_task_queue = [threads, most] { return new GrowingPool(static_cast<size_t>(threads), most); };
   http.set_payload_max_length(params_.max_body);
-  if (params_.engine.timeout_s > 0) {
-    const auto sec = static_cast<time_t>(std::max(1.0, params_.engine.timeout_s));
-    http.set_read_timeout(sec);
-    http.set_write_timeout(sec);
-  }
+  // --timeout 0 is "none": without a value httplib's 5 s would cut a request whose body is a
+  // little slow to come and a stream whose client stops reading for 5 s. (A day: httplib's poll
+  // takes the timeout in int milliseconds.)
+  const auto sec = params_.engine.timeout_s > 0 ? static_cast<time_t>(std::max(1.0, params_.engine.timeout_s)) : time_t{86400};
+  http.set_read_timeout(sec);
+  http.set_write_timeout(sec);
   // Runs before httplib reads the body. A POST with neither Content-Length nor chunked encoding
   // has no body (RFC 9112), but httplib 0.11 reads one until the client closes: `curl -X POST`
   // with no data waited out the read timeout (600 s). A Content-Length that is not a number
@@ -448,6 +449,7 @@ void Server::install(httplib::Server& http) {
     if (!res.body.empty()) return;
     std::string msg = res.status == 404   ? "no such endpoint"
                       : res.status == 413 ? fmt::format("the request body is larger than --max-body ({} bytes)", params_.max_body)
+                      : res.status == 400 ? "the request could not be read (malformed HTTP, or it did not arrive within the read timeout)"
                                           : "request failed";
     res.set_content(dump(error_json(fmt::format("{} {}: {}", req.method, req.path, msg), res.status)), "application/json");
   });

@@ -269,6 +269,22 @@ TEST(ServerLimits, StreamThatFailsBeforeItsFirstTokenGetsItsStatus) {
   }
 }
 
+// --timeout 0 is "none", for the HTTP reads too: a body that comes 6 s after its headers is
+// served (httplib's default read timeout of 5 s refused it with a bare 400).
+TEST(ServerLimits, NoTimeoutMeansNoHttpReadTimeoutEither) {
+  auto sp = test_server_params();
+  sp.engine.timeout_s = 0;
+  TestServer srv(sp);
+  const std::string body = R"({"prompt": "x", "max_tokens": 2})";
+  RawConn c(srv.port());
+  ASSERT_TRUE(c.send_raw("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: " +
+                         std::to_string(body.size()) + "\r\n\r\n"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(6000));
+  ASSERT_TRUE(c.send_raw(body));
+  ASSERT_TRUE(c.read_until("\"usage\"")) << c.received();
+  EXPECT_EQ(c.received().rfind("HTTP/1.1 200", 0), 0u) << c.received();
+}
+
 // The engine polls every task's connection before each step: after the client hangs up, at most
 // the step already under way commits a token, then the request is cancelled and its blocks freed.
 TEST(ServerEngine, HangUpIsNoticedWithinOneStep) {
