@@ -344,6 +344,10 @@ bool Server::stream_step(Stream& st, httplib::DataSink& sink) {
 
 void Server::stop(httplib::Server& http, int port) {
   engine_->cancel_all();
+  // A signal that came during startup (it waited, blocked, while the model loaded) can arrive
+  // before the listen call has begun, and httplib's stop() does nothing to a server not running
+  // yet: the listen would then go on for ever. Wait (a while) for it to begin.
+  for (int i = 0; i < 500 && !http.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   engine_->wait_idle(std::chrono::seconds(10));
   // Streams end with their error event and [DONE] before httplib stops: once stopped, it calls a
   // content provider no more (the stream would just be cut).

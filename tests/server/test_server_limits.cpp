@@ -285,6 +285,24 @@ TEST(ServerLimits, NoTimeoutMeansNoHttpReadTimeoutEither) {
   EXPECT_EQ(c.received().rfind("HTTP/1.1 200", 0), 0u) << c.received();
 }
 
+// SIGTERM during startup: Server::stop can run before the listen call has begun (the signal
+// waited while the model loaded). It must still stop the server once it listens.
+TEST(ServerLimits, StopBeforeListenStillStopsTheServer) {
+  server::Server srv(default_model(), test_runner_params(), test_server_params());
+  httplib::Server http;
+  srv.install(http);
+  const int port = server::bind_server(http, "127.0.0.1", 0);
+  ASSERT_GT(port, 0);
+  auto stopper = std::async(std::launch::async, [&] { srv.stop(http, port); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // stop() has begun; listen has not
+  auto listener = std::async(std::launch::async, [&] { http.listen_after_bind(); });
+  const bool ended = listener.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  EXPECT_TRUE(ended) << "the server went on listening after stop()";
+  if (!ended) http.stop();
+  listener.wait();
+  stopper.wait();
+}
+
 // The engine polls every task's connection before each step: after the client hangs up, at most
 // the step already under way commits a token, then the request is cancelled and its blocks freed.
 TEST(ServerEngine, HangUpIsNoticedWithinOneStep) {
