@@ -498,7 +498,14 @@ void Server::install(httplib::Server& http) {
     http.Options(path, not_allowed);
   };
 
-  auto health = [](const httplib::Request&, httplib::Response& res) { res.set_content(R"({"status":"ok"})", "application/json"); };
+  // While shutting down, 503: a load balancer stops sending requests that would be refused.
+  auto health = [this](const httplib::Request&, httplib::Response& res) {
+    if (!engine_->stopping()) return res.set_content(R"({"status":"ok"})", "application/json");
+    json j = error_json("the server is shutting down", 503);
+    j["status"] = "shutting down";
+    res.status = 503;
+    res.set_content(dump(j), "application/json");
+  };
   route("/health", "GET", health, true);
   route("/v1/health", "GET", health, true);
   auto models = [this](const httplib::Request&, httplib::Response& res) {

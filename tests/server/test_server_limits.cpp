@@ -259,6 +259,14 @@ TEST(ServerLimits, StreamThatFailsBeforeItsFirstTokenGetsItsStatus) {
   auto plain = queued(false), chat = queued(true);
   for (int i = 0; i < 2000 && srv->metrics()["minfer:requests_queued"] < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   ASSERT_EQ(srv->metrics()["minfer:requests_queued"], 2);
+  auto health = srv->client().Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  srv->server().engine().cancel_all();  // what stop() does first: /health says so from then on
+  health = srv->client().Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 503);
+  EXPECT_EQ(json::parse(health->body)["status"], "shutting down") << health->body;
   srv->stop();
   for (auto* f : {&plain, &chat}) {
     auto r = f->get();
