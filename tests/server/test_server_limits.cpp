@@ -258,15 +258,15 @@ TEST(ServerLimits, StreamThatFailsBeforeItsFirstTokenGetsItsStatus) {
   };
   auto plain = queued(false), chat = queued(true);
   for (int i = 0; i < 2000 && srv->metrics()["minfer:requests_queued"] < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  ASSERT_EQ(srv->metrics()["minfer:requests_queued"], 2);
+  // (No ASSERT before stop(): the futures would wait for the hog to reach its context's end.)
+  const auto m = srv->metrics();
+  EXPECT_EQ(m.at("minfer:requests_queued"), 2) << "active " << m.at("minfer:requests_active");
   auto health = srv->client().Get("/health");
-  ASSERT_TRUE(health);
-  EXPECT_EQ(health->status, 200);
+  EXPECT_TRUE(health && health->status == 200);
   srv->server().engine().cancel_all();  // what stop() does first: /health says so from then on
   health = srv->client().Get("/health");
-  ASSERT_TRUE(health);
-  EXPECT_EQ(health->status, 503);
-  EXPECT_EQ(json::parse(health->body)["status"], "shutting down") << health->body;
+  EXPECT_TRUE(health && health->status == 503);
+  if (health) EXPECT_EQ(json::parse(health->body).value("status", ""), "shutting down") << health->body;
   srv->stop();
   for (auto* f : {&plain, &chat}) {
     auto r = f->get();
