@@ -135,9 +135,13 @@ std::vector<std::vector<int32_t>> completion_prompts(const json& body, const tok
 
 // OpenAI content parts: [{"type": "text", "text": "..."}] becomes the text of the parts joined
 // by newlines (llama-server's rule), since templates read content as a string.
+// An assistant turn that only calls tools has "content": null or no content at all (what OpenAI
+// SDKs send back in a tool-call round trip); templates such as Qwen's concatenate or search the
+// content, so it becomes "" (llama-server's rule for templates that need a string).
 json flatten_content(const json& messages) {
   json out = messages;
   for (json& m : out) {
+    if (m["role"] == "assistant" && (!m.contains("content") || m["content"].is_null())) m["content"] = "";
     auto it = m.find("content");
     if (it == m.end() || !it->is_array()) continue;
     std::string text;

@@ -73,6 +73,25 @@ int connection_fd(const httplib::Request& req) {
   return last = found;
 }
 
+int shut_reads(int local_port) {
+  DIR* dir = opendir("/proc/self/fd");
+  if (!dir) return 0;
+  int n = 0;
+  while (const dirent* e = readdir(dir)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    const int fd = std::atoi(e->d_name);
+    struct stat st {};
+    if (fd == dirfd(dir) || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+    std::string host;
+    int port = 0;
+    if (!endpoint(fd, false, host, port) || port != local_port) continue;
+    if (!endpoint(fd, true, host, port)) continue;  // the listening socket has no peer
+    if (::shutdown(fd, SHUT_RD) == 0) ++n;
+  }
+  closedir(dir);
+  return n;
+}
+
 void peers_closed(std::span<const int> fds, std::span<bool> closed) {
   std::vector<pollfd> p;
   p.reserve(fds.size());

@@ -25,6 +25,12 @@ int bind_server(httplib::Server& http, const std::string& host, int port, int ba
 /// descriptor this thread found last first (keep-alive connections send many requests).
 int connection_fd(const httplib::Request& req);
 
+/// Shuts the reading side (shutdown(SHUT_RD)) of every connection of this process accepted on
+/// `local_port`: a thread blocked reading a request (a keep-alive client between requests, a
+/// request arriving slowly) sees its end at once, while a response being written still goes
+/// out. Returns how many connections it shut.
+int shut_reads(int local_port);
+
 /// For each descriptor, whether its peer has closed or reset the connection (POLLRDHUP, POLLHUP,
 /// POLLERR), without blocking. Pending input (a pipelined request) does not count as closed.
 void peers_closed(std::span<const int> fds, std::span<bool> closed);

@@ -127,8 +127,16 @@ void Engine::finish(Task& t) {
     t.done = true;
   }
   t.cv.notify_all();
-  std::lock_guard<std::mutex> lk(mu_);
-  inflight_ -= t.n_outputs();
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    inflight_ -= t.n_outputs();
+  }
+  idle_cv_.notify_all();
+}
+
+bool Engine::wait_idle(std::chrono::milliseconds limit) {
+  std::unique_lock<std::mutex> lk(mu_);
+  return idle_cv_.wait_for(lk, limit, [&] { return inflight_ == 0; });
 }
 
 // Takes the results of finished requests into their tasks; returns the tasks now done, which
@@ -150,7 +158,7 @@ std::vector<std::shared_ptr<Task>> Engine::collect() {
           ch.result = std::move(res.choices[c]);
           ch.done = true;
         }
-        t.cancelled |= res.cancelled;
+        t.cancelled |= res.cancelled && !t.shut_down;
         t.timed_out |= res.timed_out;
         if (!res.error.empty() && t.error.empty()) {
           t.error = res.error;
@@ -197,7 +205,13 @@ void Engine::loop() {
     peers_closed(fds, std::span<bool>(closed.get(), fds.size()));
     for (size_t i = 0; i < tasks_.size(); ++i) {
       Task& t = *tasks_[i];
-      if (closed[i] || cancel_all_) t.cancel_ = true;
+      if (closed[i]) t.cancel_ = true;
+      if (cancel_all_ && !t.cancel_) {  // shutting down under a client that waits: it gets a 503
+        t.cancel_ = true;
+        std::lock_guard<std::mutex> lk(t.mu);
+        t.shut_down = true;
+        if (t.error.empty()) t.error = "the server is shutting down", t.error_status = 503;
+      }
       if (!t.cancel_) continue;
       for (size_t k = 0; k < t.ids_.size(); ++k)
         if (!t.taken_[k]) sched_->cancel(t.ids_[k]);
@@ -246,6 +260,11 @@ void Engine::loop() {
     t->cv.notify_all();
   }
   tasks_.clear();
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    inflight_ = 0;
+  }
+  idle_cv_.notify_all();
 }
 
 void Engine::snapshot(double step_s, int64_t d_prompt, int64_t d_gen) {

@@ -71,6 +71,9 @@ class Task {
   std::vector<Choice> choices;
   bool done = false;
   bool cancelled = false;  ///< ended because its client went away or cancel() was called
+  /// Ended by cancel_all() (shutting down) while its client was still there: error_status is
+  /// 503 and `error` says so; not `cancelled` (a client that waits gets an answer).
+  bool shut_down = false;
   bool timed_out = false;
   int error_status = 0;    ///< 0, or the HTTP status of `error` (400, 500, 503)
   std::string error;
@@ -122,8 +125,14 @@ class Engine {
   bool submit(const std::shared_ptr<Task>& t);
   /// Ends a task at the next step (its client went away). Returns at once; the task becomes done.
   void cancel(Task& t);
-  /// Shutting down: refuses new tasks and cancels every task held, so waiting handlers return.
+  /// Shutting down: refuses new tasks and ends every task held, so waiting handlers return; a
+  /// task whose client is still connected ends with error 503 "the server is shutting down"
+  /// (shut_down), what it generated so far kept.
   void cancel_all();
+  /// cancel_all() was called: submit() refuses everything.
+  bool stopping() const { return cancel_all_; }
+  /// Blocks until no task is held (accepted and not done), or `limit` passed; true when none is.
+  bool wait_idle(std::chrono::milliseconds limit);
 
   EngineMetrics metrics() const;
   /// The most tokens one sequence may hold: min(the model's context, the pool).
@@ -147,6 +156,7 @@ class Engine {
 
   mutable std::mutex mu_;  // incoming_, inflight_, stop_
   std::condition_variable cv_;
+  std::condition_variable idle_cv_;  // inflight_ dropped
   std::vector<std::shared_ptr<Task>> incoming_;
   int32_t inflight_ = 0;  // sequences of the tasks accepted and not done
   bool stop_ = false;

@@ -77,8 +77,7 @@ int main(int argc, char** argv) {
       sigwait(&stop_signals, &sig);
       if (leaving.exchange(true)) return;  // main is leaving on its own
       std::fprintf(stderr, "minfer-server: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-      srv.engine().cancel_all();
-      http.stop();
+      srv.stop(http, port);
     });
     const auto& e = srv.engine();
     std::fprintf(stderr,

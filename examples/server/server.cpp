@@ -4,20 +4,24 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "conn.h"
+#include "pool.h"
 
 namespace minfer::server {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr int kMaxDepth = 64;
+constexpr size_t kMaxHttpThreads = 1024;  // the pool grows to this (or --threads-http) on demand
 
 // What the access-log line of the request this thread is serving says beyond httplib's Request
 // and Response. A handler and its content provider run on the connection's thread, and the
@@ -146,33 +150,58 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, bool 
   task->fd = connection_fd(req);
   if (!engine_->submit(task)) {
     res.set_header("Retry-After", "1");
+    if (engine_->stopping()) return send_error(res, 503, "the server is shutting down");
     return send_error(res, 503,
                       fmt::format("the server is busy: {} sequences run and {} may wait (-np, --queue); retry later",
                                   engine_->n_parallel(), engine_->queue()));
   }
   ResponseMeta meta{new_id(chat ? "chatcmpl" : "cmpl"), params_.model_name, now_s()};
-  if (!job.stream) {
+  if (job.stream) {
+    // The status line goes out with the first chunk, so a stream waits for its first token (or
+    // its end): a request that fails before producing anything — it waited past --timeout in
+    // the queue, the server is shutting down, the pool cannot hold it — gets its real status,
+    // as a plain request does, not a 200 with an empty choice.
+    std::unique_lock<std::mutex> lk(task->mu);
+    task->cv.wait(lk, [&] {
+      if (task->done) return true;
+      return std::any_of(task->choices.begin(), task->choices.end(),
+                         [](const Task::Choice& c) { return !c.text.empty() || !c.logprobs.empty() || !c.result.ids.empty(); });
+    });
+    bool failed = false;
+    if (task->done) {  // every choice's result is in
+      int64_t generated = 0;
+      for (const auto& c : task->choices) generated += static_cast<int64_t>(c.result.ids.size());
+      failed = task->cancelled || task->error_status != 0 || (task->timed_out && generated == 0);
+    }
+    if (!failed) {
+      lk.unlock();
+      return stream_response(res, std::move(job), std::move(meta), task);
+    }
+  } else {
     task->wait();
-    std::lock_guard<std::mutex> lk(task->mu);
-    int64_t generated = 0;
-    for (const auto& c : task->choices) generated += static_cast<int64_t>(c.result.ids.size());
-    g_log.generated = generated;
-    if (task->cancelled) {  // the client went away: nobody reads this (499 as nginx logs it)
-      res.status = 499;
-      g_log.note = " (client went away)";
-      return;
-    }
-    if (task->error_status != 0) return send_error(res, task->error_status, task->error);
-    if (task->timed_out && generated == 0) {
-      res.set_header("Retry-After", "1");
-      return send_error(res, 503, fmt::format("the request waited past --timeout ({} s) before it could start",
-                                              params_.engine.timeout_s));
-    }
-    std::vector<GenerateResult> outputs;
-    for (auto& c : task->choices) outputs.push_back(std::move(c.result));
-    res.set_content(dump(completion_json(job, outputs, meta, *m_.tok)), "application/json");
+  }
+  std::lock_guard<std::mutex> lk(task->mu);
+  int64_t generated = 0;
+  for (const auto& c : task->choices) generated += static_cast<int64_t>(c.result.ids.size());
+  g_log.generated = generated;
+  if (task->cancelled) {  // the client went away: nobody reads this (499 as nginx logs it)
+    res.status = 499;
+    g_log.note = " (client went away)";
     return;
   }
+  if (task->error_status == 503) res.set_header("Retry-After", "1");
+  if (task->error_status != 0) return send_error(res, task->error_status, task->error);
+  if (task->timed_out && generated == 0) {
+    res.set_header("Retry-After", "1");
+    return send_error(res, 503, fmt::format("the request waited past --timeout ({} s) before it could start",
+                                            params_.engine.timeout_s));
+  }
+  std::vector<GenerateResult> outputs;
+  for (auto& c : task->choices) outputs.push_back(std::move(c.result));
+  res.set_content(dump(completion_json(job, outputs, meta, *m_.tok)), "application/json");
+}
+
+void Server::stream_response(httplib::Response& res, Job job, ResponseMeta meta, const std::shared_ptr<Task>& task) {
   auto st = std::make_shared<Stream>();
   st->job = std::move(job);
   st->meta = std::move(meta);
@@ -181,6 +210,10 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, bool 
   st->reported.assign(n, false);
   st->offsets.assign(n, 0);
   st->results.resize(n);
+  {
+    std::lock_guard<std::mutex> lk(streams_mu_);
+    ++streams_;
+  }
   res.set_chunked_content_provider(
       "text/event-stream", [this, st](size_t, httplib::DataSink& sink) { return stream_step(*st, sink); },
       [this, st](bool) {
@@ -188,6 +221,9 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, bool 
         // engine before httplib closes the socket the engine polls.
         if (st->n_reported < static_cast<int32_t>(st->reported.size())) engine_->cancel(*st->task);
         st->task->wait();
+        std::lock_guard<std::mutex> lk(streams_mu_);
+        --streams_;
+        streams_cv_.notify_all();
       });
 }
 
@@ -258,8 +294,12 @@ bool Server::stream_step(Stream& st, httplib::DataSink& sink) {
     cancelled = t.cancelled;
   }
   if (cancelled) return give_up();
-  if (!error.empty()) {
+  if (!error.empty()) {  // the text that came before the error, then the error, then [DONE]
     g_log.generated = 0;
+    for (const Out& o : outs)
+      if ((!o.text.empty() || !o.lps.empty()) &&
+          !write(chunk_json(job, st.meta, o.i, o.text, o.lps, nullptr, false, *m_.tok, &st.offsets[static_cast<size_t>(o.i)])))
+        return give_up();
     write(error_json(error, error_status));
     const std::string done = "data: [DONE]\n\n";
     sink.write(done.data(), done.size());
@@ -302,6 +342,27 @@ bool Server::stream_step(Stream& st, httplib::DataSink& sink) {
   return true;
 }
 
+void Server::stop(httplib::Server& http, int port) {
+  engine_->cancel_all();
+  // A signal that came during startup (it waited, blocked, while the model loaded) can arrive
+  // before the listen call has begun, and httplib's stop() does nothing to a server not running
+  // yet: the listen would then go on for ever. Wait (a while) for it to begin.
+  for (int i = 0; i < 500 && !http.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  engine_->wait_idle(std::chrono::seconds(10));
+  // Streams end with their error event and [DONE] before httplib stops: once stopped, it calls a
+  // content provider no more (the stream would just be cut).
+  {
+    std::unique_lock<std::mutex> lk(streams_mu_);
+    streams_cv_.wait_for(lk, std::chrono::seconds(10), [&] { return streams_ == 0; });
+  }
+  http.stop();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // plain handlers write their answers
+  while (http.is_running()) {
+    shut_reads(port);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 std::string Server::metrics_text() const {
   const EngineMetrics m = engine_->metrics();
   std::string out;
@@ -342,15 +403,37 @@ std::string Server::metrics_text() const {
 void Server::install(httplib::Server& http) {
   const int threads =
       params_.threads_http > 0 ? params_.threads_http : engine_->n_parallel() + engine_->queue() + 8;
-  http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  // Threads start on demand past `threads` (pool.h): connections that are slow to send their
+  // request cannot take every thread.
+  const auto most = std::max<size_t>(static_cast<size_t>(threads), kMaxHttpThreads);
+  http.new_task_queue = [threads, most] { return new GrowingPool(static_cast<size_t>(threads), most); };
   http.set_payload_max_length(params_.max_body);
-  if (params_.engine.timeout_s > 0) {
-    const auto sec = static_cast<time_t>(std::max(1.0, params_.engine.timeout_s));
-    http.set_read_timeout(sec);
-    http.set_write_timeout(sec);
-  }
-  http.set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
+  // --timeout 0 is "none": without a value httplib's 5 s would cut a request whose body is a
+  // little slow to come and a stream whose client stops reading for 5 s. (A day: httplib's poll
+  // takes the timeout in int milliseconds.)
+  const auto sec = params_.engine.timeout_s > 0 ? static_cast<time_t>(std::max(1.0, params_.engine.timeout_s)) : time_t{86400};
+  http.set_read_timeout(sec);
+  http.set_write_timeout(sec);
+  // Runs before httplib reads the body. A POST with neither Content-Length nor chunked encoding
+  // has no body (RFC 9112), but httplib 0.11 reads one until the client closes: `curl -X POST`
+  // with no data waited out the read timeout (600 s). A Content-Length that is not a number
+  // ("-5", or past 2^64) was read as ULLONG_MAX: httplib waited to skip that many bytes.
+  http.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
     g_log = LogInfo{};
+    if (req.method != "POST" && req.method != "PUT" && req.method != "PATCH") return httplib::Server::HandlerResponse::Unhandled;
+    std::string te = req.get_header_value("Transfer-Encoding");
+    std::transform(te.begin(), te.end(), te.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (te.find("chunked") != std::string::npos) return httplib::Server::HandlerResponse::Unhandled;
+    if (!req.has_header("Content-Length")) {
+      send_error(res, 411, fmt::format("{} {}: the request needs a Content-Length (or chunked transfer encoding)", req.method, req.path));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    const std::string cl = req.get_header_value("Content-Length");
+    if (cl.empty() || cl.size() > 18 || !std::all_of(cl.begin(), cl.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      send_error(res, 400, fmt::format("{} {}: invalid Content-Length '{}'", req.method, req.path, cl.substr(0, 40)));
+      res.set_header("Connection", "close");
+      return httplib::Server::HandlerResponse::Handled;
+    }
     return httplib::Server::HandlerResponse::Unhandled;
   });
   if (params_.access_log) {
@@ -370,6 +453,7 @@ void Server::install(httplib::Server& http) {
     if (!res.body.empty()) return;
     std::string msg = res.status == 404   ? "no such endpoint"
                       : res.status == 413 ? fmt::format("the request body is larger than --max-body ({} bytes)", params_.max_body)
+                      : res.status == 400 ? "the request could not be read (malformed HTTP, or it did not arrive within the read timeout)"
                                           : "request failed";
     res.set_content(dump(error_json(fmt::format("{} {}: {}", req.method, req.path, msg), res.status)), "application/json");
   });
@@ -414,7 +498,14 @@ void Server::install(httplib::Server& http) {
     http.Options(path, not_allowed);
   };
 
-  auto health = [](const httplib::Request&, httplib::Response& res) { res.set_content(R"({"status":"ok"})", "application/json"); };
+  // While shutting down, 503: a load balancer stops sending requests that would be refused.
+  auto health = [this](const httplib::Request&, httplib::Response& res) {
+    if (!engine_->stopping()) return res.set_content(R"({"status":"ok"})", "application/json");
+    json j = error_json("the server is shutting down", 503);
+    j["status"] = "shutting down";
+    res.status = 503;
+    res.set_content(dump(j), "application/json");
+  };
   route("/health", "GET", health, true);
   route("/v1/health", "GET", health, true);
   auto models = [this](const httplib::Request&, httplib::Response& res) {

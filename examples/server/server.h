@@ -24,6 +24,7 @@
 
 #include <httplib.h>
 
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -59,12 +60,20 @@ class Server {
   /// Registers the routes, the thread pool, the body limit, the timeouts and the access log on `http`.
   void install(httplib::Server& http);
 
+  /// Shuts down cleanly (SIGINT, SIGTERM): ends every task (clients still waiting get 503 "the
+  /// server is shutting down", a stream an error event and [DONE]), stops accepting, lets the
+  /// handlers answer, then shuts the reading side of the connections still open on `port` so
+  /// that none waits out the read timeout (a keep-alive client, a request that arrives slowly).
+  /// Returns once http has stopped running (its listen call returns).
+  void stop(httplib::Server& http, int port);
+
   Engine& engine() { return *engine_; }
   const ServerParams& params() const { return params_; }
 
  private:
   struct Stream;
   void generate(const httplib::Request& req, httplib::Response& res, bool chat);
+  void stream_response(httplib::Response& res, Job job, ResponseMeta meta, const std::shared_ptr<Task>& task);
   bool stream_step(Stream& st, httplib::DataSink& sink);
   std::string metrics_text() const;
   bool authorized(const httplib::Request& req) const;
@@ -76,6 +85,9 @@ class Server {
   mutable std::mutex template_mu_;
   std::unique_ptr<Engine> engine_;
   ApiLimits limits_;
+  std::mutex streams_mu_;  // streams_: streamed responses not over yet (stop() lets them end)
+  std::condition_variable streams_cv_;
+  int streams_ = 0;
 };
 
 }  // namespace minfer::server

@@ -66,9 +66,11 @@ class TestServer {
     thread_ = std::thread([this] { http_.listen_after_bind(); });
     while (!http_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  ~TestServer() {
-    server_->engine().cancel_all();
-    http_.stop();
+  ~TestServer() { stop(); }
+  /// What SIGINT / SIGTERM do in minfer-server (Server::stop); returns once the server stopped.
+  void stop() {
+    if (!thread_.joinable()) return;
+    server_->stop(http_, port_);
     thread_.join();
   }
   int port() const { return port_; }
@@ -218,6 +220,9 @@ class RawConn {
   }
   ~RawConn() { close_now(); }
   bool ok() const { return ok_; }
+  bool send_raw(const std::string& bytes) {
+    return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
+  }
   bool send_post(const std::string& path, const std::string& body) {
     const std::string req = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: " +
                             std::to_string(body.size()) + "\r\n\r\n" + body;

@@ -187,6 +187,32 @@ TEST_F(ServerApi, ChatUsesTheModelsTemplateWithTools) {
   EXPECT_EQ(r->status, 400) << r->body;
 }
 
+// The OpenAI tool-call round trip: the assistant turn that called a tool has "content": null (or
+// no content), then the tool's answer. Qwen3's template needs string content; the turn renders as
+// a tool call with empty text, the same either way.
+TEST_F(ServerApi, ToolCallRoundTripWithNullAssistantContent) {
+  auto prompt = [&](const json& assistant) {
+    const json body = {{"messages", {{{"role", "user"}, {"content", "What is f(1)?"}},
+                                     assistant,
+                                     {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "42"}}}},
+                       {"max_tokens", 2},
+                       {"return_tokens", true}};
+    auto r = srv().post("/v1/chat/completions", body.dump());
+    EXPECT_TRUE(r);
+    if (!r) return std::string();
+    EXPECT_EQ(r->status, 200) << r->body;
+    if (r->status != 200) return std::string();
+    return tok().decode(json::parse(r->body).at("prompt_ids").get<std::vector<int32_t>>());
+  };
+  const json call = json::array({{{"id", "call_1"}, {"type", "function"},
+                                  {"function", {{"name", "f"}, {"arguments", R"({"x": 1})"}}}}});
+  const std::string with_null = prompt({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", call}});
+  EXPECT_NE(with_null.find("<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1}}"), std::string::npos) << with_null;
+  EXPECT_NE(with_null.find("<tool_response>\n42"), std::string::npos) << with_null;
+  EXPECT_EQ(prompt({{"role", "assistant"}, {"tool_calls", call}}), with_null);
+  EXPECT_EQ(prompt({{"role", "assistant"}, {"content", ""}, {"tool_calls", call}}), with_null);
+}
+
 // Text never ends in U+FFFD and is always well-formed UTF-8, at any max_tokens, streamed or not.
 TEST_F(ServerApi, NoReplacementCharacterAtAnyStop) {
   for (int n = 1; n <= 12; ++n) {
