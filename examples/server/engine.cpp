@@ -129,14 +129,14 @@ void Engine::finish(Task& t) {
   t.cv.notify_all();
   {
     std::lock_guard<std::mutex> lk(mu_);
-    inflight_ -= t.n_outputs();
+    --finishing_;
   }
   idle_cv_.notify_all();
 }
 
 bool Engine::wait_idle(std::chrono::milliseconds limit) {
   std::unique_lock<std::mutex> lk(mu_);
-  return idle_cv_.wait_for(lk, limit, [&] { return inflight_ == 0; });
+  return idle_cv_.wait_for(lk, limit, [&] { return inflight_ == 0 && finishing_ == 0; });
 }
 
 // Takes the results of finished requests into their tasks; returns the tasks now done, which
@@ -237,6 +237,14 @@ void Engine::loop() {
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     const auto done = collect();
     const SchedulerStats& after = sched_->stats();
+    // Finished tasks give their slots back before the metrics say the server is idle (a client
+    // that sees it idle in /metrics is admitted: the 503 check counts inflight_), and the metrics
+    // are current before their waiters wake.
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      for (auto& t : done) inflight_ -= t->n_outputs();
+      finishing_ += static_cast<int>(done.size());
+    }
     snapshot(ran ? dt : 0, after.prompt_tokens - before.prompt_tokens, after.generated_tokens - before.generated_tokens);
     for (auto& t : done) finish(*t);
     if (!ran && !tasks_.empty()) {  // nothing could run (should not happen): do not spin

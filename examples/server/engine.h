@@ -157,6 +157,7 @@ class Engine {
   mutable std::mutex mu_;  // incoming_, inflight_, stop_
   std::condition_variable cv_;
   std::condition_variable idle_cv_;  // inflight_ dropped
+  int finishing_ = 0;  // tasks out of inflight_ whose waiters are not yet woken (finish)
   std::vector<std::shared_ptr<Task>> incoming_;
   int32_t inflight_ = 0;  // sequences of the tasks accepted and not done
   bool stop_ = false;

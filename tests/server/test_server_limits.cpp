@@ -266,7 +266,9 @@ TEST(ServerLimits, StreamThatFailsBeforeItsFirstTokenGetsItsStatus) {
   srv->server().engine().cancel_all();  // what stop() does first: /health says so from then on
   health = srv->client().Get("/health");
   EXPECT_TRUE(health && health->status == 503);
-  if (health) EXPECT_EQ(json::parse(health->body).value("status", ""), "shutting down") << health->body;
+  if (health) {
+    EXPECT_EQ(json::parse(health->body).value("status", ""), "shutting down") << health->body;
+  }
   srv->stop();
   for (auto* f : {&plain, &chat}) {
     auto r = f->get();
