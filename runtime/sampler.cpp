@@ -128,9 +128,12 @@ void apply_top_k(Candidates& c, int32_t k) {
   c.resize(static_cast<size_t>(k));
 }
 
-void apply_softmax(Candidates& c) {
-  sort_desc(c);
-  const double max = c.front().logit;
+namespace {
+
+// p = softmax(logit) in the candidates' current order (sums in that order, in double).
+void softmax_in_order(Candidates& c) {
+  double max = -INFINITY;
+  for (const TokenCandidate& tc : c) max = std::max(max, static_cast<double>(tc.logit));
   double sum = 0.0;
   std::vector<double> e(c.size());
   for (size_t i = 0; i < c.size(); ++i) {
@@ -139,6 +142,13 @@ void apply_softmax(Candidates& c) {
   }
   if (!(sum > 0.0)) throw std::invalid_argument("sampler: every candidate logit is -inf");
   for (size_t i = 0; i < c.size(); ++i) c[i].p = static_cast<float>(e[i] / sum);
+}
+
+}  // namespace
+
+void apply_softmax(Candidates& c) {
+  sort_desc(c);
+  softmax_in_order(c);
 }
 
 void apply_top_p(Candidates& c, float p, size_t min_keep) {
@@ -229,7 +239,7 @@ Sampler::Sampler(const SamplerParams& params) : params_(params) {
   rng_.seed(seed_);
 }
 
-Candidates Sampler::filtered(std::span<const float> logits) const {
+Candidates Sampler::filtered(std::span<const float> logits, bool sorted) const {
   check_logits(logits);
   const size_t n = logits.size();
   const float* l = logits.data();
@@ -335,12 +345,13 @@ Candidates Sampler::filtered(std::span<const float> logits) const {
   if (params_.temp != 1.0f) {
     for (TokenCandidate& tc : c) tc.logit /= params_.temp;
   }
-  apply_softmax(c);
+  if (sorted || c.size() <= kSortedPickMax) apply_softmax(c);
+  else softmax_in_order(c);
   return c;
 }
 
 int32_t Sampler::sample(std::span<const float> logits) {
-  const Candidates c = filtered(logits);
+  const Candidates c = filtered(logits, /*sorted=*/false);
   if (greedy()) return c.front().id;
   return pick_candidate(c, u01(rng_));  // one RNG output per non-greedy draw, always
 }

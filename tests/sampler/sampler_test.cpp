@@ -273,6 +273,44 @@ TEST(Sampler, EmpiricalFrequenciesMatchDistribution) {
   EXPECT_LT(chi2, 30.0) << "df " << df;
 }
 
+// Past kSortedPickMax kept candidates sample() walks them unsorted: the distribution must not
+// change. A vocabulary of 4x that with no filters (OpenAI's defaults) and a few heavy tokens at
+// random ids; frequencies of the heavy tokens and of the rest, lumped, against the reference.
+TEST(Sampler, UnfilteredLargeVocabularyFrequenciesMatchDistribution) {
+  const uint64_t seed = test_seed();
+  SCOPED_TRACE("MINFER_TEST_SEED=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> logits(4 * Sampler::kSortedPickMax);
+  for (auto& x : logits) x = nd(rng);
+  std::vector<size_t> heavy;
+  for (int i = 0; i < 6; ++i) {
+    heavy.push_back(static_cast<size_t>(rng() % logits.size()));
+    logits[heavy.back()] = 7.0f + static_cast<float>(i) * 0.3f;
+  }
+  SamplerParams sp{.temp = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f};
+  sp.seed = rng();
+  Sampler s(sp);
+  const auto want = reference_probs(logits, sp.temp, sp.top_k, sp.top_p, sp.min_p);
+  const int n = 50000;
+  std::vector<int> counts(logits.size(), 0);
+  for (int i = 0; i < n; ++i) ++counts[static_cast<size_t>(s.sample(logits))];
+  double chi2 = 0.0, rest_want = 1.0;
+  int rest = n;
+  std::sort(heavy.begin(), heavy.end());
+  heavy.erase(std::unique(heavy.begin(), heavy.end()), heavy.end());
+  for (size_t id : heavy) {
+    const double e = want[id] * n;
+    chi2 += (counts[id] - e) * (counts[id] - e) / e;
+    rest -= counts[id];
+    rest_want -= want[id];
+  }
+  const double e = rest_want * n;
+  chi2 += (rest - e) * (rest - e) / e;
+  // df <= 6: the 99.99 % quantile of chi-square is below 28.
+  EXPECT_LT(chi2, 28.0);
+}
+
 TEST(Sampler, SampleProbsAndUniform) {
   SamplerParams sp;
   sp.seed = 5;
