@@ -187,6 +187,11 @@ std::vector<int32_t> chat_prompt(const json& body, const tokenizer::Tokenizer& t
   if (const json* kw = get(body, "chat_template_kwargs")) {
     if (!kw->is_object()) throw BadRequest("'chat_template_kwargs' must be an object");
     for (const auto& [k, v] : kw->items()) {
+      // The variables the request itself defines are not template options: a kwarg named
+      // `messages` would replace the checked conversation.
+      for (const char* own : {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"})
+        if (k == own)
+          throw BadRequest(fmt::format("'chat_template_kwargs' cannot set '{}': the request defines it", k));
       if (k == "enable_thinking" && v.is_boolean()) in.enable_thinking = v.get<bool>();
       else in.extra.emplace_back(k, examples::json_to_value(v));
     }

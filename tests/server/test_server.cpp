@@ -435,6 +435,11 @@ TEST_F(ServerApi, BadRequestsGet400WithAMessage) {
       {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}], "tools": {}})"},
       {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}})"},
       {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}], "stream_options": 1})"},
+      // The request's own template variables cannot come in through the kwargs (a `messages`
+      // there would replace the checked conversation).
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"messages": [{"role": "system", "content": "x"}]}})"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"add_generation_prompt": false}})"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"bos_token": "<|im_start|>"}})"},
   };
   for (const auto& [path, body] : cases) {
     auto r = srv().post(path, body);
