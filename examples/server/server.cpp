@@ -11,6 +11,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "conn.h"
@@ -45,6 +46,21 @@ int64_t now_s() {
 void send_error(httplib::Response& res, int status, const std::string& message) {
   res.status = status;
   res.set_content(dump(error_json(message, status)), "application/json");
+}
+
+// A request body as JSON, nesting bounded (a deep body would exhaust the parser's stack);
+// nullopt after answering 400.
+std::optional<json> parse_body(const httplib::Request& req, httplib::Response& res) {
+  if (json_depth(req.body) > kMaxDepth) {
+    send_error(res, 400, fmt::format("the JSON nests deeper than {} levels", kMaxDepth));
+    return std::nullopt;
+  }
+  try {
+    return json::parse(req.body);
+  } catch (const json::exception& e) {
+    send_error(res, 400, fmt::format("invalid JSON: {}", e.what()));
+    return std::nullopt;
+  }
 }
 
 int64_t rss_bytes() {
@@ -120,13 +136,9 @@ bool Server::authorized(const httplib::Request& req) const {
 }
 
 void Server::generate(const httplib::Request& req, httplib::Response& res, bool chat) {
-  if (json_depth(req.body) > kMaxDepth) return send_error(res, 400, fmt::format("the JSON nests deeper than {} levels", kMaxDepth));
-  json body;
-  try {
-    body = json::parse(req.body);
-  } catch (const json::exception& e) {
-    return send_error(res, 400, fmt::format("invalid JSON: {}", e.what()));
-  }
+  const auto parsed = parse_body(req, res);
+  if (!parsed) return;
+  const json& body = *parsed;
   Job job;
   try {
     job = parse_job(body, chat, *m_.tok, limits_, [this](const chat::ChatInputs& in) { return render(in); });
@@ -528,13 +540,9 @@ void Server::install(httplib::Server& http) {
     route(p, "POST", [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, true); });
 
   route("/tokenize", "POST", [this](const httplib::Request& req, httplib::Response& res) {
-    if (json_depth(req.body) > kMaxDepth) return send_error(res, 400, "the JSON nests too deep");
-    json body;
-    try {
-      body = json::parse(req.body);
-    } catch (const json::exception& e) {
-      return send_error(res, 400, fmt::format("invalid JSON: {}", e.what()));
-    }
+    auto parsed = parse_body(req, res);
+    if (!parsed) return;
+    json& body = *parsed;
     if (!body.is_object() || !body.contains("content") || !body["content"].is_string())
       return send_error(res, 400, "'content' must be a string");
     auto flag = [&](const char* key, bool def) {
@@ -567,13 +575,9 @@ void Server::install(httplib::Server& http) {
     res.set_content(dump(json{{"tokens", tokens}}), "application/json");
   });
   route("/detokenize", "POST", [this](const httplib::Request& req, httplib::Response& res) {
-    if (json_depth(req.body) > kMaxDepth) return send_error(res, 400, "the JSON nests too deep");
-    json body;
-    try {
-      body = json::parse(req.body);
-    } catch (const json::exception& e) {
-      return send_error(res, 400, fmt::format("invalid JSON: {}", e.what()));
-    }
+    auto parsed = parse_body(req, res);
+    if (!parsed) return;
+    json& body = *parsed;
     if (!body.is_object() || !body.contains("tokens") || !body["tokens"].is_array())
       return send_error(res, 400, "'tokens' must be an array of token ids");
     std::vector<int32_t> ids;
