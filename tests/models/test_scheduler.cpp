@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "common/test_util.h"
-#include "model_fixtures.h"
+#include "text_model.h"
 #include "models/registry.h"
 #include "ops/cpu/cpu_backend.h"
 #include "runtime/generate.h"
@@ -21,34 +21,7 @@
 namespace minfer::test {
 namespace {
 
-struct Loaded {
-  std::shared_ptr<const gguf::File> file;
-  CpuBackend cpu{2};
-  std::unique_ptr<Model> model;
-  std::optional<tokenizer::Tokenizer> tok;
-  std::vector<int32_t> text;  // python-val.txt, tokenized
-
-  bool load(const char* path) {
-    file = open_fixture(path);
-    if (!file || fixture("text/python-val.txt").empty()) return false;
-    model = models::load(file, cpu);
-    tok.emplace(tokenizer::Tokenizer::from_gguf(*file));
-    std::ifstream in(fixture("text/python-val.txt"));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    text = tok->encode(ss.str().substr(0, 200000), false);
-    return true;
-  }
-  std::vector<int32_t> random_prompt(int64_t lo, int64_t hi) const {
-    const auto n = static_cast<size_t>(rand_int(lo, hi));
-    const auto at = static_cast<size_t>(rand_int(0, static_cast<int64_t>(text.size() - n - 1)));
-    return {text.begin() + static_cast<std::ptrdiff_t>(at), text.begin() + static_cast<std::ptrdiff_t>(at + n)};
-  }
-};
-
-#define LOAD_OR_SKIP(L, path) \
-  Loaded L;                   \
-  if (!L.load(path)) GTEST_SKIP() << "fixtures not found under " << fixtures_dir()
+#define LOAD_OR_SKIP(L, path) LOAD_TEXT_MODEL_OR_SKIP(L, path, 200000)
 
 TEST(Scheduler, SixteenGreedySequencesEqualTheirSoloRuns) {
   LOAD_OR_SKIP(L, "qwen3-s/qwen3-s-Q4_K_M.gguf");
@@ -99,7 +72,7 @@ TEST(Scheduler, SixteenGreedySequencesEqualTheirSoloRuns) {
 
 // The randomized run, with the prefix cache off (each preempted sequence is recomputed token by
 // token) or on (preempted sequences find their blocks again, requests share prompt blocks).
-void random_run(Loaded& L, bool prefix_cache) {
+void random_run(TextModel& L, bool prefix_cache) {
   struct Job {
     Request req;
     RequestId id = 0;

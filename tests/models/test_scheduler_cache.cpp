@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "common/test_util.h"
-#include "model_fixtures.h"
+#include "text_model.h"
 #include "models/registry.h"
 #include "ops/cpu/cpu_backend.h"
 #include "runtime/scheduler.h"
@@ -19,33 +19,7 @@
 namespace minfer::test {
 namespace {
 
-struct Fixture {
-  std::shared_ptr<const gguf::File> file;
-  CpuBackend cpu{2};
-  std::unique_ptr<Model> model;
-  std::optional<tokenizer::Tokenizer> tok;
-  std::vector<int32_t> text;
-
-  bool load() {
-    file = open_fixture("qwen3-xs/qwen3-xs-f16.gguf");
-    if (!file || fixture("text/python-val.txt").empty()) return false;
-    model = models::load(file, cpu);
-    tok.emplace(tokenizer::Tokenizer::from_gguf(*file));
-    std::ifstream in(fixture("text/python-val.txt"));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    text = tok->encode(ss.str().substr(0, 100000), false);
-    return true;
-  }
-  std::vector<int32_t> slice(int64_t n) const {
-    const auto at = static_cast<size_t>(rand_int(0, static_cast<int64_t>(text.size()) - n - 1));
-    return {text.begin() + static_cast<std::ptrdiff_t>(at), text.begin() + static_cast<std::ptrdiff_t>(at) + n};
-  }
-};
-
-#define LOAD_OR_SKIP(F) \
-  Fixture F;            \
-  if (!F.load()) GTEST_SKIP() << "fixtures not found under " << fixtures_dir()
+#define LOAD_OR_SKIP(F) LOAD_TEXT_MODEL_OR_SKIP(F, "qwen3-xs/qwen3-xs-f16.gguf", 100000)
 
 RunnerParams small_runner() {
   RunnerParams rp;
@@ -72,7 +46,7 @@ RequestResult run_one(Scheduler& s, Request r) {
 }
 
 // A fresh runner with the cache off: what the request gives with nothing reused.
-RequestResult solo(Fixture& F, Request r) {
+RequestResult solo(TextModel& F, Request r) {
   ModelRunner runner(*F.model, F.cpu, small_runner());
   Scheduler s(runner, *F.tok, {.prefix_cache = false});
   return run_one(s, std::move(r));
