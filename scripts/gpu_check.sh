@@ -16,6 +16,8 @@
 #            B = 16 for KV block sizes 16/32/64/128
 #   long     long contexts on the 7B shape (issue 13): pp512/pp8192/pp32768, tg64 at depths
 #            0/4096/16384/32768 (f16 cache) and 32768 (q8_0 cache); llama-bench the same with LLAMA
+#   decprof  ncu times of decode-shaped steps alone (2-layer 7B shape): 4 single-row decode steps
+#            (MMVQ) and one verify batch of 16 rows (MMQ), graphs off
 #   attnprof ncu times of the attention kernels alone (2-layer 7B shape): a pp8192 prefill (the
 #            tensor-core kernel; TFLOP/s = 4 * sum_t(t) * d * heads / time) and decode steps at
 #            depths 4096 and 32768 (split-KV kernel; GB/s of K/V read)
@@ -257,6 +259,20 @@ step_profile() {
   [[ $rc == 0 ]] || tail -3 "$out/ncu.err" | sed 's/^/    /' | tee -a "$summary" >/dev/null
 }
 
+step_decprof() {
+  local gguf="$models/qwen2.5-7b-2layers.gguf" t0=$SECONDS ncu
+  [[ -f $gguf ]] || .dev/bin/minfer-mkmodel -q -o "$gguf" --shape qwen2.5-7b --n-layer 2 >"$out/mkmodel-2l.log" 2>&1
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  [[ -n $ncu ]] || { row decprof FAIL "no ncu"; return; }
+  MINFER_CUDA_GRAPH=0 timeout 240 "$ncu" --clock-control none --csv \
+    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+    .dev/bin/minfer-bench -m "$gguf" --device cuda -p 0 -n 4 -v 16 -r 1 >"$out/ncu-dec.csv" 2>"$out/ncu-dec.err"
+  local rc=$?
+  row "ncu decode/verify16 (2-layer 7B)" "rc $rc" "$((SECONDS - t0)) s"
+  python3 scripts/ncu_summary.py "$out/ncu-dec.csv" 30 2>&1 | sed 's/^/    /' | tee -a "$summary" >/dev/null
+  [[ $rc == 0 ]] || tail -3 "$out/ncu-dec.err" | sed 's/^/    /' | tee -a "$summary" >/dev/null
+}
+
 # Speculative decoding on the fixture pair, then what a verify batch of N tokens costs.
 step_spec() {
   local t0=$SECONDS
@@ -280,6 +296,7 @@ for s in "${steps[@]}"; do
     bench) bench_model qwen2.5-0.5b-q4km --shape qwen2.5-0.5b ;;
     bench7b) bench_model qwen2.5-7b-q4km --shape qwen2.5-7b ;;
     profile) step_profile ;;
+    decprof) step_decprof ;;
     table) step_table ;;
     generate) step_generate ;;
     attn) step_attn ;;

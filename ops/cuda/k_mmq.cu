@@ -10,8 +10,11 @@
 // should be). The structure is llama.cpp's MMQ (ggml-cuda/mmq.cuh) reduced to the decode shape;
 // the code is our own, over the block layouts of tensor/quants_blocks.h.
 //
-// A block holds 64 weight rows, 16 per warp, and walks K in chunks of 8 units (32-element blocks),
-// each staged into shared memory with coalesced 16-byte copies, double buffered; weights with few
+// A block holds 64 weight rows, 16 per warp, and walks K in chunks of 8 units (32-element blocks);
+// each chunk's weight rows, activation rows and activation scales are staged into shared memory
+// with cp.async, double buffered, so the unit loop touches shared memory only (when the
+// activations were read from global memory per warp, unit and 8-row tile, a decode step cost
+// ~0.65 ms more per added row: bound by L1 wavefronts, not by bytes); weights with few
 // rows also split K over several blocks (their partial sums are added in split order by a second
 // kernel). For unit u a thread of lane (g = lane / 4, t = lane % 4) holds the int8
 // words of weight rows g and g + 8 at unit elements [4t, 4t + 4) and [16 + 4t, 16 + 4t + 4) — the
@@ -21,6 +24,7 @@
 // within a split, then the splits in order. Nothing depends on the number of activation
 // rows N, so a row gets the same bits in every batch this kernel runs (batch invariance).
 #include <algorithm>
+#include <string>
 
 #include "ops/cuda/cp_async.cuh"
 #include "ops/cuda/kernels.cuh"
@@ -106,18 +110,8 @@ __device__ __forceinline__ void frag<DType::Q8_0>(const uint8_t* row, int u, int
   f.m = 0.0f;
 }
 
-// The scale and minimum of sub-block j of a Q4_K/Q5_K super-block (scale_min_k4 over the 12
-// packed bytes after d and dmin).
-__device__ __forceinline__ void kquant_scale_min(const uint8_t* b, int j, float& d_sc, float& m_neg) {
-  int sc, m;
-  scale_min_k4(j, b + 4, sc, m);
-  const uint16_t* h = reinterpret_cast<const uint16_t*>(b);
-  d_sc = h2f(h[0]) * static_cast<float>(sc);
-  m_neg = -(h2f(h[1]) * static_cast<float>(m));
-}
-
 // The scales and minimums of all 8 sub-blocks of a Q4_K/Q5_K super-block at b (4-byte aligned),
-// with kquant_scale_min's arithmetic: decoded once per super-block instead of once per unit.
+// decoded once per super-block instead of once per unit (scale_min_k4's packing).
 __device__ __forceinline__ void kquant_scales8(const uint8_t* b, float (&d_sc)[8], float (&m_neg)[8]) {
   const uint16_t* h = reinterpret_cast<const uint16_t*>(b);
   const float d = h2f(h[0]), dmin = h2f(h[1]);
@@ -166,29 +160,6 @@ template <DType T>
 constexpr bool kSuperBlockScales = T == DType::Q4_K || T == DType::Q5_K;
 
 template <>
-__device__ __forceinline__ void frag<DType::Q4_K>(const uint8_t* row, int u, int t, Frag& f) {
-  const uint8_t* b = row + (u >> 3) * 144;
-  const int j = u & 7, shift = 4 * (j & 1);
-  const uint8_t* qs = b + 16 + 32 * (j >> 1);  // byte e: element e of sub-blocks 2i (low) and 2i + 1 (high)
-  f.lo = (ld_i32_a4(qs + 4 * t) >> shift) & 0x0F0F0F0F;
-  f.hi = (ld_i32_a4(qs + 16 + 4 * t) >> shift) & 0x0F0F0F0F;
-  kquant_scale_min(b, j, f.d0, f.m);
-  f.d1 = f.d0;
-}
-
-template <>
-__device__ __forceinline__ void frag<DType::Q5_K>(const uint8_t* row, int u, int t, Frag& f) {
-  const uint8_t* b = row + (u >> 3) * 176;
-  const int j = u & 7, shift = 4 * (j & 1);
-  const uint8_t* qs = b + 48 + 32 * (j >> 1);
-  const uint8_t* qh = b + 16;  // bit j of byte e: the fifth bit of element e of sub-block j
-  f.lo = ((ld_i32_a4(qs + 4 * t) >> shift) & 0x0F0F0F0F) | (((ld_i32_a4(qh + 4 * t) >> j) & 0x01010101) << 4);
-  f.hi = ((ld_i32_a4(qs + 16 + 4 * t) >> shift) & 0x0F0F0F0F) | (((ld_i32_a4(qh + 16 + 4 * t) >> j) & 0x01010101) << 4);
-  kquant_scale_min(b, j, f.d0, f.m);
-  f.d1 = f.d0;
-}
-
-template <>
 __device__ __forceinline__ void frag<DType::Q6_K>(const uint8_t* row, int u, int t, Frag& f) {
   const uint8_t* b = row + (u >> 3) * 210;
   const int j = u & 7, h = j >> 2, qd = j & 3;
@@ -235,26 +206,48 @@ template <> struct Fmt<DType::Q6_K> { static constexpr int BB = 210, UPB = 8; };
 constexpr int kWarps = 4;                 // warps per block, 16 weight rows each (the mma's M)
 constexpr int kBlockRows = 16 * kWarps;
 constexpr int kChunkUnits = 8;            // units staged per step: one K-quant super-block, 8 legacy blocks
+constexpr int kActPitch = kChunkUnits * 32 + 16;  // a staged activation row: 68 words, so the B
+                                                  // fragment's rows g fall on banks 4g + t
 
 template <DType T>
 struct Chunk {
   static constexpr int kBytes = Fmt<T>::BB * kChunkUnits / Fmt<T>::UPB;
   // A row's chunk is staged from the 16-byte boundary below it (weights are only 2-byte aligned),
-  // so a row of the tile holds up to 15 leading bytes more; + 16 keeps rows off each other's banks.
-  static constexpr int kPitch = (kBytes + 15 + 15) / 16 * 16 + 16;
+  // so a row of the tile holds up to 15 leading bytes more. The pitch is an odd number of 16-byte
+  // words, so the 8 rows g of a fragment load start in 8 different 4-bank groups (an even pitch put
+  // Q6_K's rows, 256 bytes apart, on the same banks: 8-way conflicts).
+  static constexpr int kPitch16 = (kBytes + 15 + 15) / 16;
+  static constexpr int kPitch = (kPitch16 | 1) * 16;
 };
 
-// Rows [m0, m0 + 64) of the weight times N activation rows over the chunks [c0, c1) of K, staged
-// through shared memory (16-byte cp.async, double buffered). Each warp multiplies its 16 rows; a
-// thread's A fragment is read from the staged bytes by frag<T>. The sums go to dst (+ residual)
-// when the grid does not split K (gridDim.z == 1), else to part[z] for mmq_reduce_kernel.
+// Shared memory of one block, two stages of: the weight tile (64 rows x one chunk), the chunk's
+// activation rows (int8, 8 * NT rows) and their q8_1 (d, s) pairs, unit-major so that a thread's
+// two columns are one 16-byte load.
+template <DType T, int NT>
+struct Smem {
+  static constexpr int kCols = 8 * NT;
+  static constexpr int kWeight = kBlockRows * Chunk<T>::kPitch;
+  static constexpr int kAct = kCols * kActPitch;
+  static constexpr int kScale = kChunkUnits * kCols * static_cast<int>(sizeof(float2));
+  static constexpr int kStage = kWeight + kAct + kScale;
+  static constexpr int kBytes = 2 * kStage;
+};
+
+// Rows [m0, m0 + 64) of the weight times N activation rows over the chunks [c0, c1) of K. Each
+// chunk's weight rows, activation rows and activation scales are staged into shared memory with
+// cp.async, double buffered, so the inner loop reads only shared memory: the activations are
+// read from L2 once per block and chunk instead of once per warp, unit and 8-row tile. Each warp
+// multiplies its 16 rows; a thread's A fragment is read from the staged bytes by frag<T>. The sums
+// go to dst (+ residual) when the grid does not split K (gridDim.z == 1), else to part[z] for
+// mmq_reduce_kernel.
 template <DType T, int NT>
 __global__ void __launch_bounds__(32 * kWarps) mmq_kernel(const uint8_t* w, int64_t w_nb1, int64_t w_nb2,
                                                            int64_t w_nb3, int64_t M, int U, const int8_t* qs,
                                                            const float2* ds, int64_t r2, int64_t r3, int64_t B2, int N,
                                                            float* dst, const float* residual, float* part) {
   using C = Chunk<T>;
-  __shared__ __align__(16) uint8_t tile[2][kBlockRows][C::kPitch];
+  using S = Smem<T, NT>;
+  extern __shared__ __align__(16) uint8_t smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int64_t m0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
@@ -266,29 +259,35 @@ __global__ void __launch_bounds__(32 * kWarps) mmq_kernel(const uint8_t* w, int6
   const int64_t K = static_cast<int64_t>(U) * 32;
   const int8_t* q_base = qs + bz * N * K;
   const float2* d_base = ds + bz * static_cast<int64_t>(N) * U;
-  const int8_t* act[NT];
-  const float2* sa[NT][2];
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    const int n = nt * 8 + g;
-    act[nt] = q_base + (n < N ? n : 0) * K;
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {
-      const int nc = nt * 8 + 2 * t + c;
-      sa[nt][c] = d_base + static_cast<int64_t>(nc < N ? nc : 0) * U;
-    }
-  }
+  auto wtile = [&](int s) { return smem + s * S::kStage; };
+  auto atile = [&](int s) { return smem + s * S::kStage + S::kWeight; };
+  auto stile = [&](int s) { return reinterpret_cast<float2*>(smem + s * S::kStage + S::kWeight + S::kAct); };
   auto row_ptr = [&](int r) { return base + min(m0 + r, M - 1) * w_nb1; };
-  // Stages chunk c into buffer s: every row's bytes from the 16-byte boundary at or below them.
+  // Stages chunk c into buffer s: every weight row's bytes from the 16-byte boundary at or below
+  // them, the N activation rows' units of the chunk and their scales. Columns N..8 NT are left
+  // unstaged: their sums are never stored.
   auto stage = [&](int c, int s) {
     const int units = min(kChunkUnits, U - c * kChunkUnits);
     const int bytes = Fmt<T>::BB * ((units + Fmt<T>::UPB - 1) / Fmt<T>::UPB);
     constexpr int kMax16 = (C::kBytes + 15 + 15) / 16;
+    uint8_t* wt = wtile(s);
     for (int i = threadIdx.x; i < kBlockRows * kMax16; i += blockDim.x) {
       const int r = i / kMax16, k = i % kMax16;
       const uint8_t* p = row_ptr(r) + static_cast<int64_t>(c) * C::kBytes;
       const auto a16 = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t{15});
-      if (k * 16 < (p - a16) + bytes) cp_async16(&tile[s][r][k * 16], a16 + k * 16);
+      if (k * 16 < (p - a16) + bytes) cp_async16(wt + r * C::kPitch + k * 16, a16 + k * 16);
+    }
+    uint8_t* at = atile(s);
+    const int8_t* q_chunk = q_base + static_cast<int64_t>(c) * kChunkUnits * 32;
+    for (int i = threadIdx.x; i < N * 2 * kChunkUnits; i += blockDim.x) {
+      const int n = i / (2 * kChunkUnits), k = i % (2 * kChunkUnits);  // 16-byte pieces, two per unit
+      if (k < 2 * units) cp_async16(at + n * kActPitch + k * 16, q_chunk + n * K + k * 16);
+    }
+    float2* st = stile(s);
+    const float2* d_chunk = d_base + static_cast<int64_t>(c) * kChunkUnits;
+    for (int i = threadIdx.x; i < N * kChunkUnits; i += blockDim.x) {
+      const int n = i / kChunkUnits, u = i % kChunkUnits;
+      if (u < units) cp_async8(st + u * S::kCols + n, d_chunk + static_cast<int64_t>(n) * U + u);
     }
     cp_async_commit();
   };
@@ -297,6 +296,50 @@ __global__ void __launch_bounds__(32 * kWarps) mmq_kernel(const uint8_t* w, int6
   for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
+
+  const int ra = warp * 16 + g, rb = ra + 8;
+  // Unit ul of the staged chunk into the accumulators: the weight fragments of rows ra and rb
+  // (scales from the super-block's decoded table for the K-quants), then one mma per 8 columns.
+  auto unit = [&](const uint8_t* ta, const uint8_t* tb, const uint8_t* at, const float2* st, int ul,
+                  const float (&sd_a)[8], const float (&sm_a)[8], const float (&sd_b)[8], const float (&sm_b)[8]) {
+    Frag fa, fb;
+    if constexpr (kSuperBlockScales<T>) {
+      frag_quants<T>(ta, ul, t, fa);
+      frag_quants<T>(tb, ul, t, fb);
+      fa.d0 = fa.d1 = sd_a[ul];
+      fa.m = sm_a[ul];
+      fb.d0 = fb.d1 = sd_b[ul];
+      fb.m = sm_b[ul];
+    } else {
+      frag<T>(ta, ul, t, fa);
+      frag<T>(tb, ul, t, fb);
+    }
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const uint8_t* ap = at + (nt * 8 + g) * kActPitch + ul * 32;
+      const int b_lo = *reinterpret_cast<const int*>(ap + 4 * t);
+      const int b_hi = *reinterpret_cast<const int*>(ap + 16 + 4 * t);
+      const float4 sc = *reinterpret_cast<const float4*>(st + ul * S::kCols + nt * 8 + 2 * t);
+      const float2 s0 = make_float2(sc.x, sc.y), s1 = make_float2(sc.z, sc.w);
+      if constexpr (MmqTraits<T>::HALF) {
+        int c_lo[4], c_hi[4];
+        mma_k16(c_lo, fa.lo, fb.lo, b_lo);
+        mma_k16(c_hi, fa.hi, fb.hi, b_hi);
+        // c[0], c[1]: weight row g; c[2], c[3]: row g + 8; columns 2t, 2t + 1.
+        acc[nt][0] += s0.x * (fa.d0 * static_cast<float>(c_lo[0]) + fa.d1 * static_cast<float>(c_hi[0]));
+        acc[nt][1] += s1.x * (fa.d0 * static_cast<float>(c_lo[1]) + fa.d1 * static_cast<float>(c_hi[1]));
+        acc[nt][2] += s0.x * (fb.d0 * static_cast<float>(c_lo[2]) + fb.d1 * static_cast<float>(c_hi[2]));
+        acc[nt][3] += s1.x * (fb.d0 * static_cast<float>(c_lo[3]) + fb.d1 * static_cast<float>(c_hi[3]));
+      } else {
+        int cc[4];
+        mma_k32(cc, fa.lo, fb.lo, fa.hi, fb.hi, b_lo, b_hi);
+        acc[nt][0] += s0.x * fa.d0 * static_cast<float>(cc[0]) + fa.m * s0.y;
+        acc[nt][1] += s1.x * fa.d0 * static_cast<float>(cc[1]) + fa.m * s1.y;
+        acc[nt][2] += s0.x * fb.d0 * static_cast<float>(cc[2]) + fb.m * s0.y;
+        acc[nt][3] += s1.x * fb.d0 * static_cast<float>(cc[3]) + fb.m * s1.y;
+      }
+    }
+  };
 
   if (c0 < c1) stage(c0, 0);
   for (int c = c0; c < c1; ++c) {
@@ -308,57 +351,23 @@ __global__ void __launch_bounds__(32 * kWarps) mmq_kernel(const uint8_t* w, int6
       cp_async_wait<0>();
     }
     __syncthreads();
-    const int ra = warp * 16 + g, rb = ra + 8;
     const uint8_t* pa = row_ptr(ra) + static_cast<int64_t>(c) * C::kBytes;
     const uint8_t* pb = row_ptr(rb) + static_cast<int64_t>(c) * C::kBytes;
-    const uint8_t* ta = &tile[s][ra][reinterpret_cast<uintptr_t>(pa) & 15];
-    const uint8_t* tb = &tile[s][rb][reinterpret_cast<uintptr_t>(pb) & 15];
+    const uint8_t* ta = wtile(s) + ra * C::kPitch + (reinterpret_cast<uintptr_t>(pa) & 15);
+    const uint8_t* tb = wtile(s) + rb * C::kPitch + (reinterpret_cast<uintptr_t>(pb) & 15);
+    const uint8_t* at = atile(s);
+    const float2* st = stile(s);
     const int units = min(kChunkUnits, U - c * kChunkUnits);
     float sd_a[8], sm_a[8], sd_b[8], sm_b[8];  // K-quants: the chunk is one super-block
     if constexpr (kSuperBlockScales<T>) {
       kquant_scales8(ta, sd_a, sm_a);
       kquant_scales8(tb, sd_b, sm_b);
     }
+    if (kSuperBlockScales<T> || units == kChunkUnits) {  // K-quant chunks are whole super-blocks
 #pragma unroll
-    for (int ul = 0; ul < kChunkUnits; ++ul) {
-      if (ul >= units) break;
-      const int u = c * kChunkUnits + ul;
-      Frag fa, fb;
-      if constexpr (kSuperBlockScales<T>) {
-        frag_quants<T>(ta, ul, t, fa);
-        frag_quants<T>(tb, ul, t, fb);
-        fa.d0 = fa.d1 = sd_a[ul];
-        fa.m = sm_a[ul];
-        fb.d0 = fb.d1 = sd_b[ul];
-        fb.m = sm_b[ul];
-      } else {
-        frag<T>(ta, ul, t, fa);
-        frag<T>(tb, ul, t, fb);
-      }
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        const int8_t* ap = act[nt] + static_cast<int64_t>(u) * 32;
-        const int b_lo = ld_i32_a4(reinterpret_cast<const uint8_t*>(ap) + 4 * t);
-        const int b_hi = ld_i32_a4(reinterpret_cast<const uint8_t*>(ap) + 16 + 4 * t);
-        const float2 s0 = sa[nt][0][u], s1 = sa[nt][1][u];
-        if constexpr (MmqTraits<T>::HALF) {
-          int c_lo[4], c_hi[4];
-          mma_k16(c_lo, fa.lo, fb.lo, b_lo);
-          mma_k16(c_hi, fa.hi, fb.hi, b_hi);
-          // c[0], c[1]: weight row g; c[2], c[3]: row g + 8; columns 2t, 2t + 1.
-          acc[nt][0] += s0.x * (fa.d0 * static_cast<float>(c_lo[0]) + fa.d1 * static_cast<float>(c_hi[0]));
-          acc[nt][1] += s1.x * (fa.d0 * static_cast<float>(c_lo[1]) + fa.d1 * static_cast<float>(c_hi[1]));
-          acc[nt][2] += s0.x * (fb.d0 * static_cast<float>(c_lo[2]) + fb.d1 * static_cast<float>(c_hi[2]));
-          acc[nt][3] += s1.x * (fb.d0 * static_cast<float>(c_lo[3]) + fb.d1 * static_cast<float>(c_hi[3]));
-        } else {
-          int cc[4];
-          mma_k32(cc, fa.lo, fb.lo, fa.hi, fb.hi, b_lo, b_hi);
-          acc[nt][0] += s0.x * fa.d0 * static_cast<float>(cc[0]) + fa.m * s0.y;
-          acc[nt][1] += s1.x * fa.d0 * static_cast<float>(cc[1]) + fa.m * s1.y;
-          acc[nt][2] += s0.x * fb.d0 * static_cast<float>(cc[2]) + fb.m * s0.y;
-          acc[nt][3] += s1.x * fb.d0 * static_cast<float>(cc[3]) + fb.m * s1.y;
-        }
-      }
+      for (int ul = 0; ul < kChunkUnits; ++ul) unit(ta, tb, at, st, ul, sd_a, sm_a, sd_b, sm_b);
+    } else if constexpr (!kSuperBlockScales<T>) {  // a legacy format's last chunk when K % 256 != 0
+      for (int ul = 0; ul < units; ++ul) unit(ta, tb, at, st, ul, sd_a, sm_a, sd_b, sm_b);
     }
     __syncthreads();  // the buffer is staged again two chunks on
   }
@@ -385,13 +394,14 @@ __global__ void mmq_reduce_kernel(const float* part, int n_split, int64_t n, flo
   dst[i] = residual ? residual[i] + v : v;
 }
 
-// K splits: enough blocks for two per SM when the weight has few rows (attention projections,
-// ffn_down). A function of the weight shape and the device only, never of N (batch invariance).
+// K splits: enough blocks for three per SM when the weight has few rows (attention projections,
+// ffn_down), each split keeping at least two chunks to pipeline. A function of the weight shape and
+// the device only, never of N (batch invariance).
 int k_splits(const KernelContext& kc, int64_t M, int U) {
   const int64_t blocks = ceil_div(M, kBlockRows);
   const int64_t chunks = ceil_div(U, kChunkUnits);
-  const int64_t want = ceil_div(2 * static_cast<int64_t>(kc.prop->multiProcessorCount), blocks);
-  return static_cast<int>(std::clamp<int64_t>(want, 1, std::min<int64_t>(chunks, 16)));
+  const int64_t want = ceil_div(3 * static_cast<int64_t>(kc.prop->multiProcessorCount), blocks);
+  return static_cast<int>(std::clamp<int64_t>(want, 1, std::max<int64_t>(1, std::min<int64_t>(chunks / 2, 16))));
 }
 
 template <DType T, int NT>
@@ -405,8 +415,13 @@ void launch_nt(KernelContext& kc, const Tensor& a, const int8_t* qs, const float
   const int64_t r2 = B2 / a.ne[2], r3 = B3 / a.ne[3];
   const auto* w = static_cast<const uint8_t*>(a.data);
   const auto nb1 = static_cast<int64_t>(a.nb[1]), nb2 = static_cast<int64_t>(a.nb[2]), nb3 = static_cast<int64_t>(a.nb[3]);
-  mmq_kernel<T, NT><<<grid, 32 * kWarps, 0, kc.stream>>>(w, nb1, nb2, nb3, M, U, qs, ds, r2, r3, B2, static_cast<int>(N),
-                                                        dst, residual, part);
+  constexpr int kSmem = Smem<T, NT>::kBytes;
+  static const bool opted_in = [] {  // past 48 KiB a kernel must ask for its dynamic shared memory
+    return cudaFuncSetAttribute(mmq_kernel<T, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) == cudaSuccess;
+  }();
+  if (!opted_in) throw OpError(kc.where() + ": mmq_kernel cannot have " + std::to_string(kSmem) + " bytes of shared memory");
+  mmq_kernel<T, NT><<<grid, 32 * kWarps, kSmem, kc.stream>>>(w, nb1, nb2, nb3, M, U, qs, ds, r2, r3, B2,
+                                                             static_cast<int>(N), dst, residual, part);
   kc.check_launch("mmq_kernel");
   if (ks > 1) {
     const int64_t n = B2 * B3 * N * M;

@@ -1,6 +1,8 @@
 // Row-wise kernels: rms_norm, soft_max, rope (one block per row; semantics of ops/cpu/k_norm.cpp).
 // Each may run in place (dst aliasing x): every element is read before the same thread writes it,
 // and reductions finish (barrier) before the first write.
+#include <string>
+
 #include "ops/cuda/device.cuh"
 #include "ops/cuda/kernels.cuh"
 #include "ops/rope.h"
@@ -97,26 +99,40 @@ __global__ void rope_kernel(TD x, const int32_t* pos, float* dst, RopeArgs r) {
 }
 
 // rms_norm_kernel's values, quantized per 32-element block as quantize_q8_1_kernel does (one warp
-// per block), so the planes equal those of the two separate kernels.
+// per block), so the planes equal those of the two separate kernels. A thread keeps its V elements
+// (and their weights) in registers between the two passes: element threadIdx.x + j * blockDim.x is
+// element `lane` of unit warp + j * warps, so the quantizing warps find them where the sum of
+// squares read them, and the row is read from memory once, all loads in flight together (the
+// decode step's norms are latency-bound: reloading per unit cost ~11 us a row on the H200).
+template <int V>
 __global__ void rms_norm_q8_1_kernel(TD x, DType xt, TD w, DType wt, bool has_w, float eps, int8_t* qs, float2* ds) {
   __shared__ float red[32];
   int64_t i1, i2, i3;
   split_row(blockIdx.x, x.ne, i1, i2, i3);
   const char* rx = td_row(x, i1, i2, i3);
   const int64_t n = x.ne[0];
-  float s = 0.0f;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const float v = load_scalar(xt, rx + i * x.nb[0]);
-    s += v * v;
+  float xv[V], wv[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    const int64_t i = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
+    xv[j] = i < n ? load_scalar(xt, rx + i * x.nb[0]) : 0.0f;
+    wv[j] = has_w && i < n ? load_scalar(wt, w.data + i * w.nb[0]) : 1.0f;
   }
+  float s = 0.0f;
+#pragma unroll
+  for (int j = 0; j < V; ++j)
+    if (threadIdx.x + static_cast<int64_t>(j) * blockDim.x < n) s += xv[j] * xv[j];
   s = block_sum(s, red);
   const float inv = 1.0f / sqrtf(s / static_cast<float>(n) + eps);
-  const int lane = threadIdx.x & 31;
+  const int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
   const int64_t r = blockIdx.x, U = n / 32;
-  for (int64_t b = threadIdx.x >> 5; b < U; b += blockDim.x >> 5) {
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    const int64_t b = (threadIdx.x >> 5) + static_cast<int64_t>(j) * nw;
+    if (b >= U) break;  // whole warps: n is a multiple of 32
     const int64_t i = b * 32 + lane;
-    float v = load_scalar(xt, rx + i * x.nb[0]) * inv;
-    if (has_w) v *= load_scalar(wt, w.data + i * w.nb[0]);
+    float v = xv[j] * inv;
+    if (has_w) v *= wv[j];
     const bool finite = __all_sync(0xffffffffu, fabsf(v) <= 3.402823466e38f);
     const float amax = warp_max(fabsf(v));
     const float d = finite ? amax / 127.0f : __int_as_float(0x7fc00000);
@@ -137,8 +153,20 @@ void rms_norm_q8_1(KernelContext& kc, const Tensor& node, int8_t* qs, float2* ds
   if (rows == 0) return;
   TD wd{};
   if (w) wd = td(*w);
-  rms_norm_q8_1_kernel<<<static_cast<unsigned>(rows), row_threads(x.ne[0], 512), 0, kc.stream>>>(
-      td(x), x.type, wd, w ? w->type : DType::F32, w != nullptr, node.param<float>(0), qs, ds);
+  const int64_t n = x.ne[0];
+  const int threads = row_threads(n, n > 512 * 32 ? 1024 : 512);
+  const int64_t per_thread = ceil_div(n, threads);
+  const auto launch = [&](auto kernel) {
+    kernel<<<static_cast<unsigned>(rows), threads, 0, kc.stream>>>(td(x), x.type, wd, w ? w->type : DType::F32,
+                                                                   w != nullptr, node.param<float>(0), qs, ds);
+  };
+  if (per_thread <= 1) launch(rms_norm_q8_1_kernel<1>);
+  else if (per_thread <= 2) launch(rms_norm_q8_1_kernel<2>);
+  else if (per_thread <= 4) launch(rms_norm_q8_1_kernel<4>);
+  else if (per_thread <= 8) launch(rms_norm_q8_1_kernel<8>);
+  else if (per_thread <= 16) launch(rms_norm_q8_1_kernel<16>);
+  else if (per_thread <= 32) launch(rms_norm_q8_1_kernel<32>);
+  else throw OpError(kc.where() + ": rms_norm_q8_1 rows of " + std::to_string(n) + " elements (at most 32768)");
   kc.check_launch("rms_norm_q8_1_kernel");
 }
 
