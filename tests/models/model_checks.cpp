@@ -92,6 +92,11 @@ const std::vector<PplCase> kPplCases = {
     {"qwen2-yarn-s/qwen2-yarn-s-Q4_K_M.gguf", 113.4690},
     {"qwen2-yarn-s/qwen2-yarn-s-f16.gguf", 5850.08, 2048, 20},
     {"qwen2-yarn-s/qwen2-yarn-s-Q4_K_M.gguf", 5922.01, 2048, 20},
+    // Llama 3 frequency factors over an original context of 256; BOS at every chunk's start.
+    {"llama-s/llama-s-f16.gguf", 113.8586},
+    {"llama-s/llama-s-Q4_K_M.gguf", 120.3381},
+    {"llama-s/llama-s-f16.gguf", 6379.41, 2048, 20},
+    {"llama-s/llama-s-Q4_K_M.gguf", 6404.61, 2048, 20},
 };
 
 bool have_ppl_fixture(const PplCase& c) { return !fixture(c.file).empty() && !fixture("text/python-val.txt").empty(); }
@@ -103,11 +108,13 @@ void check_perplexity(Backend& backend, const PplCase& c, const std::string& lab
   std::stringstream ss;
   ss << in.rdbuf();
   auto tok = tokenizer::Tokenizer::from_gguf(*file);
-  auto tokens = tok.encode(ss.str(), /*parse_special=*/false);
+  // llama-perplexity's tokens: BOS first when the vocabulary asks for it, and again at the
+  // start of every chunk (perplexity()'s bos_id).
+  auto tokens = tok.encode(ss.str(), /*parse_special=*/false, tok.add_bos_default());
   auto model = models::load(file, backend);
   // llama.cpp's default batch: 512 tokens (two -c 256 chunks a pass), a whole -c 2048 chunk.
   ModelRunner runner(*model, backend, perplexity_runner_params(c.n_ctx, std::max(512, c.n_ctx), DType::F16));
-  auto r = perplexity(runner, tokens, c.n_ctx, c.n_chunks);
+  auto r = perplexity(runner, tokens, c.n_ctx, c.n_chunks, nullptr, tok.add_bos_default() ? tok.bos_id() : -1);
   std::printf("[ %s %s -c %d ] PPL = %.4f +/- %.5f over %d chunks (llama.cpp %.4f, diff %+.3f %%)\n", label.c_str(),
               c.file, c.n_ctx, r.ppl, r.ppl_stderr, r.n_chunks, c.llama_ppl, 100.0 * (r.ppl / c.llama_ppl - 1.0));
   EXPECT_EQ(r.n_chunks, c.n_chunks);
