@@ -30,7 +30,9 @@ bool have_refs(const std::string& name) {
 void check_model_refs(Backend& backend, const std::string& name, DType kv_type, const std::string& label) {
   // qwen2-yarn-s's YaRN magnitude (1.14 on q and k, 1.30 on the scores) and 2,500-token prompt
   // make it more sensitive to the f16 rounding of K/V: measured up to 1.9e-2 (f32 cache: 7.5e-4).
-  const double tol = kv_type == DType::F32 ? 1e-3 : name == "qwen2-yarn-s" ? 3e-2 : 1e-2;
+  // llama-s's 2,529-token prompt likewise: 1.8e-2 with an f16 cache (f32 cache: 4.0e-4).
+  const bool long_prompt = name == "qwen2-yarn-s" || name == "llama-s";
+  const double tol = kv_type == DType::F32 ? 1e-3 : long_prompt ? 3e-2 : 1e-2;
   auto file = open_fixture(name + "/" + name + "-f16.gguf");
   auto refs = load_refs(name);
   ASSERT_TRUE(file && !refs.empty()) << "fixtures for " << name;
