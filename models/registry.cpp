@@ -6,6 +6,7 @@
 #include <map>
 
 #include "gguf/gguf.h"
+#include "models/llama/llama.h"
 #include "models/qwen2/qwen2.h"
 #include "models/qwen3/qwen3.h"
 
@@ -15,6 +16,7 @@ namespace {
 // Adding an architecture: one line here (docs/new-model.md).
 const std::map<std::string, Factory>& table() {
   static const std::map<std::string, Factory> t = {
+      {"llama", &make_llama},
       {"qwen2", &make_qwen2},
       {"qwen3", &make_qwen3},
   };

@@ -1,6 +1,5 @@
 // Builders for the neural-network ops: rms_norm, mul_mat, rope, soft_max, kv_store, attention.
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <string>
 
@@ -40,20 +39,6 @@ Tensor* mul_mat(Context& ctx, Tensor* a, Tensor* b) {
     fail(Op::MUL_MAT, fmt::format("batch dims of a {} do not divide b {}", describe(*a), describe(*b)));
   if (!a->rows_contiguous()) fail(Op::MUL_MAT, "weight rows of " + describe(*a) + " must be contiguous");
   return ctx.new_node(Op::MUL_MAT, DType::F32, {a->ne[1], b->ne[1], b->ne[2], b->ne[3]}, {a, b});
-}
-
-RopeMode rope_mode_for_arch(std::string_view arch) {
-  std::string a(arch);
-  for (char& c : a) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  // llama.cpp, llama_model_rope_type(): models converted from HF with rotate_half use NEOX.
-  for (const char* neox : {"qwen", "qwen2", "qwen2moe", "qwen2vl", "qwen3", "qwen3moe", "phi2", "phi3",
-                           "gemma", "gemma2", "gemma3", "stablelm", "gptneox", "falcon", "starcoder2",
-                           "olmo2", "deepseek2"})
-    if (a == neox) return RopeMode::NEOX;
-  for (const char* normal : {"llama", "mistral", "baichuan", "starcoder", "internlm2", "minicpm", "deci",
-                             "granite", "olmo", "deepseek"})
-    if (a == normal) return RopeMode::NORMAL;
-  throw std::invalid_argument("rope_mode_for_arch: unknown architecture '" + a + "'");
 }
 
 void set_rope_params(Tensor& node, const RopeParams& p, int first) {

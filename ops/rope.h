@@ -34,7 +34,6 @@
 
 #include <cmath>
 #include <string>
-#include <string_view>
 
 #include "tensor/context.h"
 
@@ -62,11 +61,6 @@ struct RopeParams {
 
 /// Number of 32-bit op-param words RopeParams takes (set_rope_params / rope_params_of).
 inline constexpr int kRopeParamWords = 9;
-
-/// The RoPE mode an architecture uses (llama.cpp's llama_model_rope_type): "qwen2", "qwen3",
-/// "qwen2moe", "phi3", "gemma", ... -> NEOX; "llama", "mistral" -> NORMAL. Throws
-/// std::invalid_argument for an unknown architecture.
-RopeMode rope_mode_for_arch(std::string_view arch);
 
 /// x: f32 [head_dim, n_head, n_tokens] (strided views allowed); pos: I32 [n_tokens] positions;
 /// freq_factors: optional f32 [n_rot/2] (contiguous), theta_k is divided by freq_factors[k]

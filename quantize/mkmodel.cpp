@@ -42,6 +42,10 @@ void write_hparams(gguf::Writer& w, const ModelShape& s, const QuantTarget& targ
     w.set_u32(key("attention.value_length"), static_cast<uint32_t>(hd));
   }
   w.set_u32("general.file_type", static_cast<uint32_t>(target.ftype));
+  if (s.arch == "llama") {  // LlamaModel.set_gguf_parameters adds these two
+    w.set_u32(key("vocab_size"), static_cast<uint32_t>(s.n_vocab));
+    w.set_u32(key("rope.dimension_count"), static_cast<uint32_t>(hd));
+  }
   w.set_u32("general.quantization_version", kQuantizationVersion);
 }
 
@@ -110,6 +114,8 @@ Summary make_model(const MakeModelParams& p, const std::filesystem::path& out, c
                      x.resize(static_cast<size_t>(n_per_row));
                      for (int64_t r = r0; r < r0 + nr; ++r) {
                        if (ti.fill == Fill::ones) std::fill(x.begin(), x.end(), 1.0f);
+                       else if (ti.fill == Fill::values)
+                         std::copy_n(ti.values.begin() + r * n_per_row, n_per_row, x.begin());
                        else fill_normal(x.data(), n_per_row, p.stddev, row_stream_seed(p.seed, ti.name, r));
                        quantize_row(to, x.data(), dst + static_cast<size_t>(r - r0) * out_row, n_per_row);
                      }

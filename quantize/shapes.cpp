@@ -35,6 +35,19 @@ bool iequals(std::string_view a, std::string_view b) {
   return true;
 }
 
+// meta-llama/Llama-3.1-8B-Instruct's config.json: rope_theta 5e5, rms_norm_eps 1e-5, 131072
+// positions, rope_scaling llama3 (factor 8, low 1, high 4, original 8192), untied output.
+ModelShape llama31_8b() {
+  ModelShape s = shape("llama3.1-8b", "Llama 3.1 8B Instruct", "llama", 4096, 32, 32, 8, 0, 14336, 128256, 131072, false);
+  s.rope_freq_base = 500000.0f;
+  s.rms_eps = 1e-5f;
+  s.llama3_factor = 8.0f;
+  s.llama3_low_freq = 1.0f;
+  s.llama3_high_freq = 4.0f;
+  s.llama3_n_ctx_orig = 8192;
+  return s;
+}
+
 }  // namespace
 
 const std::vector<ModelShape>& named_shapes() {
@@ -47,6 +60,7 @@ const std::vector<ModelShape>& named_shapes() {
       shape("qwen2.5-14b", "Qwen2.5 14B Instruct", "qwen2", 5120, 48, 40, 8, 0, 13824, 152064, 32768, false),
       shape("qwen3-0.6b", "Qwen3 0.6B", "qwen3", 1024, 28, 16, 8, 128, 3072, 151936, 40960, true),
       shape("qwen3-8b", "Qwen3 8B", "qwen3", 4096, 36, 32, 8, 128, 12288, 151936, 40960, false),
+      llama31_8b(),
   };
   return shapes;
 }
@@ -64,7 +78,8 @@ void ModelShape::validate(int64_t row_block) const {
   auto bad = [&](const std::string& what) {
     throw std::invalid_argument(fmt::format("model shape {}: {}", name, what));
   };
-  if (arch != "qwen2" && arch != "qwen3") bad(fmt::format("unknown arch '{}' (qwen2 or qwen3)", arch));
+  if (arch != "qwen2" && arch != "qwen3" && arch != "llama")
+    bad(fmt::format("unknown arch '{}' (qwen2, qwen3 or llama)", arch));
   const std::pair<const char*, int32_t> dims[] = {{"n_embd", n_embd}, {"n_layer", n_layer}, {"n_head", n_head},
                                                   {"n_head_kv", n_head_kv}, {"n_ff", n_ff}, {"n_vocab", n_vocab},
                                                   {"n_ctx_train", n_ctx_train}};
@@ -82,11 +97,19 @@ void ModelShape::validate(int64_t row_block) const {
     if (row_block > 1 && v % row_block != 0)
       bad(fmt::format("{} = {} must be a multiple of {} (the quantization block; float types have none)", k, v, row_block));
   if (!(rope_freq_base > 0) || !(rms_eps > 0)) bad("rope_freq_base and rms_eps must be positive");
+  if (llama3_factor != 0.0f) {
+    if (arch != "llama") bad(fmt::format("llama3 rope scaling is for llama, not {}", arch));
+    if (!(llama3_factor >= 1.0f) || !(llama3_low_freq > 0.0f) || !(llama3_high_freq > llama3_low_freq) ||
+        llama3_n_ctx_orig <= 0)
+      bad(fmt::format("llama3 rope scaling needs factor >= 1, 0 < low_freq < high_freq, n_ctx_orig > 0 (got {}, {}, {}, {})",
+                      llama3_factor, llama3_low_freq, llama3_high_freq, llama3_n_ctx_orig));
+  }
 }
 
 int64_t ModelShape::n_params() const {
   int64_t n = 0;
   for (const auto& t : shape_tensors(*this)) {
+    if (t.fill == Fill::values) continue;  // rope_freqs: computed from the config
     int64_t e = 1;
     for (int64_t d : t.ne) e *= d;
     n += e;
@@ -97,8 +120,9 @@ int64_t ModelShape::n_params() const {
 std::vector<ShapeTensor> shape_tensors(const ModelShape& s) {
   const int64_t E = s.n_embd, F = s.n_ff, V = s.n_vocab, hd = s.head_dim_or_default();
   const int64_t q = s.n_head * hd, kv = s.n_head_kv * hd;
-  const bool qwen3 = s.arch == "qwen3";
+  const bool qwen3 = s.arch == "qwen3", qwen2 = s.arch == "qwen2";
   std::vector<ShapeTensor> t;
+  if (s.llama3_factor != 0.0f) t.push_back({"rope_freqs.weight", {hd / 2}, Fill::values, llama3_rope_freqs(s)});
   t.push_back({"token_embd.weight", {E, V}, Fill::normal});
   for (int i = 0; i < s.n_layer; ++i) {
     auto n = [i](const char* x) { return fmt::format("blk.{}.{}", i, x); };
@@ -107,25 +131,39 @@ std::vector<ShapeTensor> shape_tensors(const ModelShape& s) {
     t.push_back({n("ffn_gate.weight"), {E, F}, Fill::normal});
     t.push_back({n("ffn_up.weight"), {E, F}, Fill::normal});
     t.push_back({n("ffn_norm.weight"), {E}, Fill::ones});
-    if (qwen3) {
-      t.push_back({n("attn_k_norm.weight"), {hd}, Fill::ones});
-    } else {
-      t.push_back({n("attn_k.bias"), {kv}, Fill::bias});
-    }
+    if (qwen3) t.push_back({n("attn_k_norm.weight"), {hd}, Fill::ones});
+    if (qwen2) t.push_back({n("attn_k.bias"), {kv}, Fill::bias});
     t.push_back({n("attn_k.weight"), {E, kv}, Fill::normal});
     t.push_back({n("attn_output.weight"), {q, E}, Fill::normal});
-    if (qwen3) {
-      t.push_back({n("attn_q_norm.weight"), {hd}, Fill::ones});
-    } else {
-      t.push_back({n("attn_q.bias"), {q}, Fill::bias});
-    }
+    if (qwen3) t.push_back({n("attn_q_norm.weight"), {hd}, Fill::ones});
+    if (qwen2) t.push_back({n("attn_q.bias"), {q}, Fill::bias});
     t.push_back({n("attn_q.weight"), {E, q}, Fill::normal});
-    if (!qwen3) t.push_back({n("attn_v.bias"), {kv}, Fill::bias});
+    if (qwen2) t.push_back({n("attn_v.bias"), {kv}, Fill::bias});
     t.push_back({n("attn_v.weight"), {E, kv}, Fill::normal});
   }
   t.push_back({"output_norm.weight", {E}, Fill::ones});
   if (!s.tied) t.push_back({"output.weight", {E, V}, Fill::normal});
   return t;
+}
+
+std::vector<float> llama3_rope_freqs(const ModelShape& s) {
+  const int32_t hd = s.head_dim_or_default();
+  const double pi = 3.14159265358979323846, orig = s.llama3_n_ctx_orig;
+  const double low_wavelen = orig / s.llama3_low_freq, high_wavelen = orig / s.llama3_high_freq;
+  std::vector<float> f;
+  for (int32_t k = 0; k < hd / 2; ++k) {
+    const double theta = 1.0 / std::pow(static_cast<double>(s.rope_freq_base), 2.0 * k / hd);
+    const double wavelen = 2.0 * pi / theta;
+    if (wavelen < high_wavelen) {
+      f.push_back(1.0f);
+    } else if (wavelen > low_wavelen) {
+      f.push_back(s.llama3_factor);
+    } else {
+      const double smooth = (orig / wavelen - s.llama3_low_freq) / (s.llama3_high_freq - s.llama3_low_freq);
+      f.push_back(static_cast<float>(1.0 / ((1.0 - smooth) / s.llama3_factor + smooth)));
+    }
+  }
+  return f;
 }
 
 std::string size_label(int64_t n) {

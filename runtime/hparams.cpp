@@ -7,7 +7,7 @@
 
 namespace minfer {
 
-HParams HParams::from_gguf(const gguf::File& f) {
+HParams HParams::from_gguf(const gguf::File& f, ops::RopeMode rope_mode) {
   HParams h;
   h.arch = std::string(f.get_string("general.architecture"));
   h.name = std::string(f.get_string_or("general.name", ""));
@@ -30,7 +30,7 @@ HParams HParams::from_gguf(const gguf::File& f) {
   h.n_rot = static_cast<int32_t>(f.get_u32_or(key("rope.dimension_count"), static_cast<uint32_t>(h.head_dim)));
   if (const gguf::TensorInfo* emb = f.find_tensor("token_embd.weight")) h.n_vocab = static_cast<int32_t>(emb->ne[1]);
   else throw std::invalid_argument(fmt::format("{}: no token_embd.weight tensor", f.name()));
-  h.rope_mode = ops::rope_mode_for_arch(h.arch);
+  h.rope_mode = rope_mode;
 
   // RoPE scaling: llama.cpp's llama_model::load_hparams reads the same keys with these defaults
   // (a factor without a type scales linearly there too).

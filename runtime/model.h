@@ -61,7 +61,7 @@ struct HParams {
   int32_t n_rot = 0;         ///< rope.dimension_count (default head_dim)
   float rope_freq_base = 10000.0f;  ///< rope.freq_base
   float rms_eps = 1e-6f;            ///< attention.layer_norm_rms_epsilon
-  ops::RopeMode rope_mode = ops::RopeMode::NEOX;
+  ops::RopeMode rope_mode = ops::RopeMode::NEOX;  ///< the architecture's (from_gguf's argument)
 
   // RoPE scaling (llama.cpp's keys and defaults; ops/rope.h has the formulas). Llama 3's
   // frequency factors are a tensor, rope_freqs.weight, that the model file passes to the rope op.
@@ -75,10 +75,13 @@ struct HParams {
   float yarn_beta_fast = 32.0f;  ///< rope.scaling.yarn_beta_fast
   float yarn_beta_slow = 1.0f;   ///< rope.scaling.yarn_beta_slow
 
-  /// Reads the llama-style keys for `general.architecture`. Throws gguf::Error for missing or
-  /// mistyped required keys, std::invalid_argument for inconsistent values (e.g. n_head not a
-  /// multiple of n_head_kv) and for an unsupported rope.scaling.type.
-  static HParams from_gguf(const gguf::File& f);
+  /// Reads the llama-style keys for `general.architecture`. `rope_mode` is the architecture's
+  /// RoPE pairing, which GGUF does not record: the model definition says it (NEOX for
+  /// Transformers' rotate_half as converted, NORMAL for Llama, whose converter permutes wq / wk).
+  /// Throws gguf::Error for missing or mistyped required keys, std::invalid_argument for
+  /// inconsistent values (e.g. n_head not a multiple of n_head_kv) and for an unsupported
+  /// rope.scaling.type.
+  static HParams from_gguf(const gguf::File& f, ops::RopeMode rope_mode);
 
   /// The rope op's parameters for these hyper-parameters (as llama.cpp's context resolves them):
   ///   none:   freq_scale 1, no YaRN;  linear: freq_scale = rope_freq_scale

@@ -19,7 +19,7 @@ RunnerParams perplexity_runner_params(int32_t n_ctx, int32_t n_batch, DType kv_t
 }
 
 PerplexityResult perplexity(ModelRunner& runner, std::span<const int32_t> tokens, int32_t n_ctx, int32_t max_chunks,
-                            const std::function<void(int32_t, double)>& on_chunk) {
+                            const std::function<void(int32_t, double)>& on_chunk, int32_t bos_id) {
   KvCache& kv = runner.kv();
   if (n_ctx < 2) throw std::invalid_argument(fmt::format("perplexity: n_ctx must be >= 2, got {}", n_ctx));
   if (n_ctx > kv.n_ctx_seq())
@@ -50,7 +50,8 @@ PerplexityResult perplexity(ModelRunner& runner, std::span<const int32_t> tokens
       batch.clear();
       for (int64_t i = i0; i < i1; ++i) {
         const auto c = static_cast<int32_t>(i / n_ctx), j = static_cast<int32_t>(i % n_ctx);
-        const int32_t t = tokens[static_cast<size_t>(c0 + c) * static_cast<size_t>(n_ctx) + static_cast<size_t>(j)];
+        int32_t t = tokens[static_cast<size_t>(c0 + c) * static_cast<size_t>(n_ctx) + static_cast<size_t>(j)];
+        if (j == 0 && bos_id >= 0) t = bos_id;  // every chunk starts as a prompt would
         batch.push_back({seqs[static_cast<size_t>(c)], t, j >= first && j < n_ctx - 1});
       }
       const std::span<const float> l = runner.decode(batch);

@@ -22,11 +22,14 @@ struct PerplexityResult {
 
 /// Scores `tokens` in chunks of n_ctx tokens, at most `max_chunks` (<= 0: all), on `runner`
 /// (which must have no sequences, and n_ctx <= its per-sequence context). `on_chunk(i,
-/// running_ppl)` is called after each chunk, in order. Throws std::invalid_argument when the text
-/// holds less than one chunk of tokens or n_ctx < 2 or n_ctx exceeds the runner's context. A model
-/// with non-finite logits gives a non-finite ppl (callers decide; minfer-perplexity exits 1).
+/// running_ppl)` is called after each chunk, in order. `bos_id` >= 0 (a vocabulary with
+/// add_bos_token): each chunk is evaluated with its first token replaced by BOS, as llama.cpp
+/// does (that token is never scored, so the text is scored as given). Throws
+/// std::invalid_argument when the text holds less than one chunk of tokens or n_ctx < 2 or n_ctx
+/// exceeds the runner's context. A model with non-finite logits gives a non-finite ppl (callers
+/// decide; minfer-perplexity exits 1).
 PerplexityResult perplexity(ModelRunner& runner, std::span<const int32_t> tokens, int32_t n_ctx, int32_t max_chunks,
-                            const std::function<void(int32_t, double)>& on_chunk = nullptr);
+                            const std::function<void(int32_t, double)>& on_chunk = nullptr, int32_t bos_id = -1);
 
 /// The runner parameters perplexity() runs fastest with for chunks of n_ctx tokens: as many
 /// sequences as fit a batch of n_batch tokens (at least one), and a pool for exactly them.

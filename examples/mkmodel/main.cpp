@@ -1,7 +1,8 @@
-// minfer-mkmodel: writes a random-weight Qwen2/Qwen3 GGUF of a real model's shape, quantized with
+// minfer-mkmodel: writes a random-weight Qwen2/Qwen3/Llama GGUF of a real model's shape, quantized with
 // a llama.cpp mix, for load, speed and memory tests without downloads.
 //   minfer-mkmodel --shape qwen2.5-7b -o q7b.gguf                       # Q4_K_M, synthetic vocab
 //   minfer-mkmodel --shape qwen3-8b -o q8b.gguf --type Q8_0 --vocab qwen-vocab.gguf
+//   minfer-mkmodel --shape llama3.1-8b -o l8b.gguf --vocab llama3-vocab.gguf   # rope_freqs too
 //   minfer-mkmodel --arch qwen3 --n-embd 256 --n-layer 2 --n-head 4 --n-head-kv 2 --head-dim 64
 //       --n-ff 512 --n-vocab 1024 --tied -o tiny.gguf
 //   minfer-mkmodel --shape qwen2.5-7b --n-layer 2 -o q7b-2layers.gguf   # a shape with overrides
@@ -18,7 +19,7 @@ using namespace minfer;
 
 int main(int argc, char** argv) {
   return examples::run_main([&] {
-    CLI::App app{"minfer-mkmodel: random-weight Qwen2/Qwen3 GGUF models of real shapes"};
+    CLI::App app{"minfer-mkmodel: random-weight Qwen2/Qwen3/Llama GGUF models of real shapes"};
     std::string shape_name, out, type = "Q4_K_M", vocab, arch;
     uint64_t seed = 0;
     int threads = 0;
@@ -35,7 +36,7 @@ int main(int argc, char** argv) {
     app.add_option("--vocab", vocab, "copy the tokenizer of this GGUF (padded to n_vocab); default: synthetic byte-level BPE");
     app.add_option("--seed", seed, "RNG seed (default 0)");
     app.add_option("-t,--threads", threads, "threads (0: all)");
-    app.add_option("--arch", arch, "custom shape: qwen2 or qwen3 (or override the shape's)");
+    app.add_option("--arch", arch, "custom shape: qwen2, qwen3 or llama (or override the shape's)");
     app.add_option("--n-embd", n_embd, "hidden size");
     app.add_option("--n-layer", n_layer, "blocks");
     app.add_option("--n-head", n_head, "attention heads");
@@ -63,7 +64,7 @@ int main(int argc, char** argv) {
     if (out.empty()) throw std::invalid_argument("-o OUT.gguf is required");
     quantize::MakeModelParams p;
     if (!shape_name.empty()) p.shape = quantize::find_shape(shape_name);
-    else if (arch.empty()) throw std::invalid_argument("give --shape NAME or --arch qwen2|qwen3 with custom dimensions");
+    else if (arch.empty()) throw std::invalid_argument("give --shape NAME or --arch qwen2|qwen3|llama with custom dimensions");
     if (!arch.empty()) p.shape.arch = arch;
     auto set = [](auto& dst, const auto& v) { if (v) dst = *v; };
     set(p.shape.n_embd, n_embd);

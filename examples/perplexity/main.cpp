@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
     auto r = perplexity(runner, tokens, sp.n_ctx, chunks, [](int32_t c, double ppl) {
       std::fprintf(stderr, "[%d]%.4f ", c + 1, ppl);
       std::fflush(stderr);
-    });
+    }, L.tok->add_bos_default() ? L.tok->bos_id() : -1);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::fprintf(stderr, "\n%lld tokens scored in %.1f s (%.0f tok/s evaluated)\n", static_cast<long long>(r.n_scored), s,
                  r.n_chunks * static_cast<double>(sp.n_ctx) / s);

@@ -1,15 +1,10 @@
-// Qwen2 model definition: weights by GGUF name, then the forward graph from library ops.
-// Reference: Transformers' modeling_qwen2.py (q/k/v projections carry a bias) and llama.cpp's
-// src/models/qwen2.cpp.
+// Qwen2 model definition. Reference: Transformers' modeling_qwen2.py (Qwen2Attention has
+// biases on its q/k/v projections) and llama.cpp's src/models/qwen2.cpp.
 #include "models/qwen2/qwen2.h"
 
-#include <fmt/format.h>
-
-#include <cmath>
-
 #include "gguf/gguf.h"
+#include "models/layers.h"
 #include "ops/ops.h"
-#include "runtime/kv_cache.h"
 
 namespace minfer::models {
 namespace {
@@ -18,72 +13,48 @@ class Qwen2 final : public Model {
  public:
   Qwen2(HParams hp, std::unique_ptr<Weights> w) : Model(std::move(hp), std::move(w)) {
     Weights& W = *weights_;
-    tok_embd_ = W.get("token_embd.weight");
-    output_norm_ = W.get("output_norm.weight");
-    output_ = W.find("output.weight");
-    if (!output_) output_ = tok_embd_;  // tied embeddings
-    for (int i = 0; i < hp_.n_layer; ++i) {
-      auto n = [i](const char* s, const char* kind = "weight") { return fmt::format("blk.{}.{}.{}", i, s, kind); };
+    AttentionSpec spec;
+    spec.qkv_bias = true;  // attn_q.bias, attn_k.bias, attn_v.bias
+    embed_tokens_ = Embedding::load(W);
+    for (int il = 0; il < hp_.n_layer; ++il) {
       Layer L;
-      L.attn_norm = W.get(n("attn_norm"));
-      auto qkv = W.get_concat_rows({n("attn_q"), n("attn_k"), n("attn_v")});
-      L.qkv.wq = qkv[0];
-      L.qkv.wk = qkv[1];
-      L.qkv.wv = qkv[2];
-      L.qkv.bq = W.get(n("attn_q", "bias"));
-      L.qkv.bk = W.get(n("attn_k", "bias"));
-      L.qkv.bv = W.get(n("attn_v", "bias"));
-      L.wo = W.get(n("attn_output"));
-      L.ffn_norm = W.get(n("ffn_norm"));
-      auto gu = W.get_concat_rows({n("ffn_gate"), n("ffn_up")});
-      L.w_gate = gu[0];
-      L.w_up = gu[1];
-      L.w_down = W.get(n("ffn_down"));
+      L.input_layernorm = RmsNorm::load(W, blk_name(il, "attn_norm"), hp_.rms_eps);
+      L.self_attn = Attention::load(W, il, spec);
+      L.post_attention_layernorm = RmsNorm::load(W, blk_name(il, "ffn_norm"), hp_.rms_eps);
+      L.mlp = SwiGluFfn::load(W, il);
       layers_.push_back(L);
     }
+    lm_head_ = LmHead::load(W, embed_tokens_, hp_.rms_eps);  // tied when output.weight is absent
   }
 
   Tensor* build(Context& ctx, const Batch& b, KvCache& kv) const override {
-    const HParams& h = hp_;
-    const int64_t n_tokens = b.tokens->ne[0];
-    ops::QkvParams qp;
-    qp.n_head = h.n_head;
-    qp.n_head_kv = h.n_head_kv;
-    qp.head_dim = h.head_dim;
-    qp.rope = h.rope_params();  // RoPE with the GGUF's scaling (linear, YaRN)
-    const float kq_scale = 1.0f / std::sqrt(static_cast<float>(h.head_dim));
-
-    Tensor* x = ops::get_rows(ctx, tok_embd_, b.tokens);  // [n_embd, n_tokens]
-    for (int il = 0; il < h.n_layer; ++il) {
+    const AttentionParams ap = AttentionParams::from(hp_);
+    Tensor* x = embed_tokens_.forward(ctx, b.tokens);  // [n_embd, n_tokens]
+    for (int il = 0; il < hp_.n_layer; ++il) {
       const Layer& L = layers_[static_cast<size_t>(il)];
-      // Attention block: RMSNorm -> q/k/v + bias (RoPE, KV store) -> attention -> wo.
-      Tensor* hn = ops::rms_norm(ctx, x, h.rms_eps, L.attn_norm);
-      Tensor* q = ops::qkv(ctx, hn, L.qkv, b.pos, b.cells, kv.k(il), kv.v(il), qp);
-      Tensor* a = ops::attention(ctx, q, kv.k(il), kv.v(il), b.pos, b.seq, kv.block_table(), kv.block_size(), kq_scale);
-      a = reshape(ctx, a, {static_cast<int64_t>(h.head_dim_v) * h.n_head, n_tokens});
-      x = ops::add(ctx, x, ops::mul_mat(ctx, L.wo, a));
-      // Feed-forward block: RMSNorm -> SwiGLU FFN.
-      hn = ops::rms_norm(ctx, x, h.rms_eps, L.ffn_norm);
-      x = ops::add(ctx, x, ops::ffn_swiglu(ctx, hn, L.w_gate, L.w_up, L.w_down));
+      Tensor* h = L.self_attn.forward(ctx, L.input_layernorm.forward(ctx, x), b, kv, il, ap);
+      x = ops::add(ctx, x, h);
+      h = L.mlp.forward(ctx, L.post_attention_layernorm.forward(ctx, x));
+      x = ops::add(ctx, x, h);
     }
-    x = ops::get_rows(ctx, x, b.out_rows);
-    x = ops::rms_norm(ctx, x, h.rms_eps, output_norm_);
-    return ops::mul_mat(ctx, output_, x);  // [n_vocab, n_out]
+    return lm_head_.forward(ctx, x, b.out_rows);  // [n_vocab, n_out]
   }
 
  private:
   struct Layer {
-    Tensor *attn_norm, *wo, *ffn_norm, *w_gate, *w_up, *w_down;
-    ops::QkvWeights qkv;
+    RmsNorm input_layernorm, post_attention_layernorm;
+    Attention self_attn;
+    SwiGluFfn mlp;
   };
-  Tensor *tok_embd_, *output_norm_, *output_;
+  Embedding embed_tokens_;
   std::vector<Layer> layers_;
+  LmHead lm_head_;
 };
 
 }  // namespace
 
 std::unique_ptr<Model> make_qwen2(std::shared_ptr<const gguf::File> file, Backend& backend) {
-  HParams hp = HParams::from_gguf(*file);
+  HParams hp = HParams::from_gguf(*file, ops::RopeMode::NEOX);  // rotate_half, as in Transformers
   auto w = std::make_unique<Weights>(std::move(file), backend);
   return std::make_unique<Qwen2>(std::move(hp), std::move(w));
 }

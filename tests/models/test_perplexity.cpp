@@ -1,5 +1,5 @@
-// Perplexity of every fixture on text/python-val.txt (-c 256, 100 chunks; qwen2-yarn-s also -c 2048,
-// 20 chunks) on the CPU within 0.5 % of llama.cpp's figure in the fixtures README.
+// Perplexity of every fixture on text/python-val.txt (-c 256, 100 chunks; qwen2-yarn-s and llama-s
+// also -c 2048, 20 chunks) on the CPU within 0.5 % of llama.cpp's figure in the fixtures README.
 #include <gtest/gtest.h>
 
 #include "common/test_util.h"

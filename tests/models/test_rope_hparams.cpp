@@ -16,6 +16,8 @@
 #include "gguf/gguf.h"
 #include "gguf/writer.h"
 #include "model_fixtures.h"
+#include "models/registry.h"
+#include "ops/cpu/cpu_backend.h"
 #include "runtime/model.h"
 
 namespace minfer::test {
@@ -36,7 +38,7 @@ HParams hparams_with(const std::function<void(gguf::Writer&)>& keys) {
   w.add_tensor("token_embd.weight", DType::F32, {64, 4}, emb.data());
   const auto path = std::filesystem::temp_directory_path() / ("minfer_rope_hparams_" + std::to_string(seed()) + ".gguf");
   w.write(path);
-  HParams h = HParams::from_gguf(gguf::File(path));
+  HParams h = HParams::from_gguf(gguf::File(path), ops::RopeMode::NEOX);
   std::filesystem::remove(path);
   return h;
 }
@@ -168,7 +170,7 @@ TEST(RopeHParams, Qwen2YarnFixtureEncodesItsHfConfig) {
   if (!file || fixture("qwen2-yarn-s/hf_config.json").empty()) GTEST_SKIP() << "fixtures not found under " << fixtures_dir();
   const auto rp = hf_config("qwen2-yarn-s").at("rope_parameters");
   ASSERT_EQ(rp.at("rope_type"), "yarn");
-  const ops::RopeParams r = HParams::from_gguf(*file).rope_params();
+  const ops::RopeParams r = HParams::from_gguf(*file, ops::RopeMode::NEOX).rope_params();
   EXPECT_EQ(r.freq_base, rp.at("rope_theta").get<float>());
   EXPECT_FLOAT_EQ(1.0f / r.freq_scale, rp.at("factor").get<float>());
   EXPECT_EQ(r.n_ctx_orig, rp.at("original_max_position_embeddings").get<int32_t>());
@@ -205,6 +207,23 @@ TEST(RopeHParams, Llama3FixtureFactorsAreTransformersSmoothing) {
     n_scaled += ff[k] != 1.0f;
   }
   EXPECT_GT(n_scaled, 4) << "the fixture's context is short: most pairs are scaled";
+}
+
+TEST(RopeHParams, EachModelDefinitionSaysItsRopeMode) {
+  // GGUF does not record the pairing: Llama's converter permutes wq / wk for NORMAL pairs, Qwen's
+  // keeps Transformers' rotate_half (NEOX). A wrong mode here fails the reference checks too, but
+  // this names the cause.
+  CpuBackend cpu(1);
+  int n = 0;
+  for (const auto& [file, mode] : {std::pair{"llama-s/llama-s-f16.gguf", ops::RopeMode::NORMAL},
+                                   std::pair{"qwen2-s/qwen2-s-f16.gguf", ops::RopeMode::NEOX},
+                                   std::pair{"qwen3-xs/qwen3-xs-f16.gguf", ops::RopeMode::NEOX}}) {
+    auto f = open_fixture(file);
+    if (!f) continue;
+    EXPECT_EQ(models::load(f, cpu)->hparams().rope_mode, mode) << file;
+    ++n;
+  }
+  if (n == 0) GTEST_SKIP() << "fixtures not found under " << fixtures_dir();
 }
 
 }  // namespace

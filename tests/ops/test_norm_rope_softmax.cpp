@@ -89,13 +89,6 @@ TEST(OpRope, SpecExampleBothModes) {
   }
 }
 
-TEST(OpRope, ArchitectureTable) {
-  EXPECT_EQ(ops::rope_mode_for_arch("qwen2"), ops::RopeMode::NEOX);
-  EXPECT_EQ(ops::rope_mode_for_arch("qwen3"), ops::RopeMode::NEOX);
-  EXPECT_EQ(ops::rope_mode_for_arch("llama"), ops::RopeMode::NORMAL);
-  EXPECT_THROW(ops::rope_mode_for_arch("no-such-arch"), std::invalid_argument);
-}
-
 TEST(OpRope, RandomHeadsPositionsModesAndPartialRotation) {
   for (auto mode : {ops::RopeMode::NEOX, ops::RopeMode::NORMAL})
     for (int64_t hd : {4, 64, 128})

@@ -157,7 +157,7 @@ TEST_P(SmallModel, LoadsRunsAndFollowsTheQ4KMRecipe) {
   }
   EXPECT_EQ(file->tensors().front().name, "token_embd.weight") << "converter order";
 
-  const HParams hp = HParams::from_gguf(*file);
+  const HParams hp = HParams::from_gguf(*file, ops::RopeMode::NEOX);
   EXPECT_EQ(hp.head_dim, 64);
   EXPECT_EQ(hp.n_vocab, 600);
 
@@ -192,6 +192,48 @@ TEST(MkModel, NarrowRowsFallBackAndStillRun) {
   EXPECT_EQ(file->tensor("blk.1.attn_v.weight").type, DType::Q8_0);
   EXPECT_EQ(file->tensor("blk.0.ffn_down.weight").type, DType::Q5_0);  // row 192: not 256
   EXPECT_EQ(sum.n_fallback, 2 * 7);
+  expect_forward_pass_works(file, {1, 2, 3, 4});
+}
+
+TEST(MkModel, LlamaWritesItsKeysAndTheLlama3FrequencyFactors) {
+  // llama-s's config (fixtures README): rope_theta 5e5, head_dim 64, llama3 factor 8, low 1,
+  // high 4, original context 256.
+  ModelShape s = small_shape("llama", 256, false);
+  s.rope_freq_base = 500000.0f;
+  s.llama3_factor = 8.0f;
+  s.llama3_n_ctx_orig = 256;
+  TempPath out("mk-llama");
+  quantize::make_model(make_params(s), out.path());
+  auto file = std::make_shared<const gguf::File>(out.path());
+  EXPECT_EQ(file->get_string("general.architecture"), "llama");
+  EXPECT_EQ(file->get_u32("llama.vocab_size"), 600u);
+  EXPECT_EQ(file->get_u32("llama.rope.dimension_count"), 64u);
+  EXPECT_EQ(file->tensors().front().name, "rope_freqs.weight") << "converter order";
+  EXPECT_EQ(file->find_tensor("blk.0.attn_q.bias"), nullptr);
+  EXPECT_EQ(file->find_tensor("blk.0.attn_q_norm.weight"), nullptr);
+  EXPECT_EQ(file->tensor("blk.0.attn_q.weight").type, DType::Q4_K);
+  const gguf::TensorInfo& t = file->tensor("rope_freqs.weight");
+  ASSERT_EQ(t.type, DType::F32);
+  ASSERT_EQ(t.ne[0], 32);
+  const float* ff = reinterpret_cast<const float*>(t.data);
+  // Transformers' _compute_llama3_parameters gives the scaled inverse frequencies; the factor is
+  // the plain one over it (written here from the HF formula, not from shapes.cpp's).
+  for (int k = 0; k < 32; ++k) {
+    const double inv = std::pow(500000.0, -2.0 * k / 64), wavelen = 2 * 3.141592653589793 / inv;
+    double scaled = inv;
+    if (wavelen > 256.0 / 1.0) scaled = inv / 8;
+    else if (wavelen >= 256.0 / 4.0) {
+      const double smooth = (256.0 / wavelen - 1) / (4 - 1);
+      scaled = (1 - smooth) * inv / 8 + smooth * inv;
+    }
+    EXPECT_NEAR(ff[k], inv / scaled, 1e-6 * inv / scaled) << "factor " << k;
+  }
+  // The same factors as the fixture's file, whose factors were made from its HF config.
+  if (const auto fx = fixture("llama-s/llama-s-f16.gguf"); !fx.empty()) {
+    const gguf::File ref(fx);
+    const float* rf = reinterpret_cast<const float*>(ref.tensor("rope_freqs.weight").data);
+    for (int k = 0; k < 32; ++k) EXPECT_NEAR(ff[k], rf[k], 1e-6 * rf[k]) << "fixture factor " << k;
+  }
   expect_forward_pass_works(file, {1, 2, 3, 4});
 }
 
@@ -317,7 +359,8 @@ TEST(MkModel, NamedShapesMatchTheHuggingFaceModels) {
                                                     {"qwen2.5-7b", 7615616512},
                                                     {"qwen2.5-14b", 14770033664},
                                                     {"qwen3-0.6b", 596049920},
-                                                    {"qwen3-8b", 8190735360}};
+                                                    {"qwen3-8b", 8190735360},
+                                                    {"llama3.1-8b", 8030261248}};
   for (const auto& [name, n] : counts) {
     const auto& s = quantize::find_shape(name);
     EXPECT_NO_THROW(s.validate()) << name;
@@ -327,6 +370,14 @@ TEST(MkModel, NamedShapesMatchTheHuggingFaceModels) {
   EXPECT_EQ(q7.n_vocab, 152064);
   EXPECT_FALSE(q7.tied);
   EXPECT_EQ(quantize::find_shape("qwen3-0.6b").head_dim_or_default(), 128);
+  const auto& l8 = quantize::find_shape("llama3.1-8b");
+  EXPECT_EQ(l8.arch, "llama");
+  EXPECT_EQ(l8.head_dim_or_default(), 128);
+  EXPECT_EQ(l8.n_vocab, 128256);
+  EXPECT_FALSE(l8.tied);
+  EXPECT_EQ(l8.rope_freq_base, 500000.0f);
+  EXPECT_EQ(l8.llama3_factor, 8.0f);
+  EXPECT_EQ(l8.llama3_n_ctx_orig, 8192);
   EXPECT_EQ(quantize::size_label(494032768), "494M");
   EXPECT_EQ(quantize::size_label(7615616512), "7.6B");
   EXPECT_EQ(quantize::size_label(5200000), "5.2M");
@@ -343,8 +394,15 @@ TEST(MkModel, BadShapesAreRejected) {
     }
   };
   ModelShape s = small_shape("qwen2", 256, true);
-  s.arch = "llama";
+  s.arch = "falcon";
   expect_bad(s, "arch");
+  s = small_shape("qwen2", 256, true);
+  s.llama3_factor = 8;  // llama3 rope scaling on a qwen2
+  expect_bad(s, "llama3");
+  s = small_shape("llama", 256, true);
+  s.llama3_factor = 8;
+  s.llama3_high_freq = 0.5f;  // high below low
+  expect_bad(s, "llama3");
   s = small_shape("qwen2", 256, true);
   s.n_head_kv = 3;
   expect_bad(s, "n_head_kv");

@@ -1,0 +1,118 @@
+// The model-side toolkit: the building blocks of a pre-norm decoder-only transformer, made of
+// library ops, that a model definition (models/<arch>/) composes the way Transformers' modeling
+// files compose their modules (LlamaRMSNorm, LlamaAttention, LlamaMLP, embed_tokens, lm_head).
+//
+// Each block loads its weights by GGUF name (llama.cpp's converter names: blk.<il>.attn_q, ...)
+// and records its forward pass. The blocks record the fused library ops (ops::qkv,
+// ops::attention, ops::ffn_swiglu) so that backends with fused kernels run them as such; what
+// differs between families (q/k/v bias, q/k RMSNorm, RoPE mode and frequency factors, head
+// dims, tied output) is data in the block, not a branch in an op.
+//
+// Shapes follow tensor/tensor.h: ne[0] innermost, hidden states f32 [n_embd, n_tokens].
+// Loading throws what Weights::get throws (a message naming the missing tensor and the file).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "ops/fused.h"
+#include "runtime/model.h"
+#include "runtime/weights.h"
+#include "tensor/context.h"
+
+namespace minfer {
+class KvCache;
+}
+
+namespace minfer::models {
+
+/// The GGUF name of a block tensor: blk_name(3, "attn_q") == "blk.3.attn_q.weight",
+/// blk_name(3, "attn_q", "bias") == "blk.3.attn_q.bias".
+std::string blk_name(int il, std::string_view name, std::string_view kind = "weight");
+
+/// RMSNorm with a learned scale (Transformers' LlamaRMSNorm, Qwen2RMSNorm):
+/// y = x / sqrt(mean(x^2) + eps) * weight over dim 0.
+struct RmsNorm {
+  Tensor* weight = nullptr;  ///< f32 [n]
+  float eps = 1e-6f;         ///< the file's attention.layer_norm_rms_epsilon
+
+  /// weight = the tensor `name` (required).
+  static RmsNorm load(Weights& W, std::string_view name, float eps);
+  /// x: f32 [n, n_tokens] -> f32 [n, n_tokens].
+  Tensor* forward(Context& ctx, Tensor* x) const;
+};
+
+/// What varies between the attention blocks of the supported families. Every field is a fact of
+/// the architecture (its modeling code), not of one file.
+struct AttentionSpec {
+  bool qkv_bias = false;  ///< q/k/v projections carry biases attn_{q,k,v}.bias (Qwen2)
+  bool qk_norm = false;   ///< per-head RMSNorm of q and k before RoPE, attn_{q,k}_norm (Qwen3)
+};
+
+/// The per-graph parameters of an attention block. Built from the hyper-parameters when a graph
+/// is built (never cached in the constructor): RoPE overrides (Model::override_rope) change
+/// HParams after loading.
+struct AttentionParams {
+  ops::QkvParams qkv;      ///< n_head, n_head_kv, head_dim, RoPE (HParams::rope_params), q/k norm eps
+  int32_t head_dim_v = 0;  ///< attention.value_length
+  float kq_scale = 0;      ///< the score scale: 1 / sqrt(head_dim), as Transformers' `scaling`
+
+  /// Heads, head dims, RoPE (mode, base, scaling) and rms_eps from `h`; kq_scale 1 / sqrt(head_dim).
+  static AttentionParams from(const HParams& h);
+};
+
+/// Grouped-query self-attention over the paged KV cache (Transformers' LlamaAttention and its
+/// relatives): q/k/v projections (+ optional bias), optional q/k RMSNorm, RoPE (with optional
+/// frequency factors), the KV-cache store, causal attention, the output projection.
+struct Attention {
+  /// wq|wk|wv: one concatenated tensor's row views when their dtypes match (one matmul), else
+  /// three tensors; bq/bk/bv, q_norm/k_norm and rope_freqs are null when absent.
+  ops::QkvWeights qkv;
+  Tensor* wo = nullptr;  ///< attn_output [n_head * head_dim_v, n_embd]
+
+  /// Loads block il's attn_q, attn_k, attn_v, attn_output, and the biases / q,k norms that
+  /// `spec` names (all required when named). rope_freqs: optional f32 [n_rot / 2] frequency
+  /// factors shared by every layer (Llama 3's rope_freqs.weight; theta_k is divided by factor k).
+  static Attention load(Weights& W, int il, const AttentionSpec& spec, Tensor* rope_freqs = nullptr);
+
+  /// x: the normed hidden states f32 [n_embd, n_tokens]. Writes the batch's keys and values into
+  /// layer il of `kv` at b.cells, lets each token attend to its own sequence's positions 0..pos,
+  /// and returns the output projection f32 [n_embd, n_tokens] (the residual is the caller's).
+  Tensor* forward(Context& ctx, Tensor* x, const Batch& b, KvCache& kv, int il, const AttentionParams& p) const;
+};
+
+/// The SwiGLU MLP (Transformers' LlamaMLP): down(silu(gate(x)) * up(x)).
+struct SwiGluFfn {
+  Tensor* gate = nullptr;  ///< ffn_gate [n_embd, n_ff] } one concatenated tensor's row views
+  Tensor* up = nullptr;    ///< ffn_up   [n_embd, n_ff] } when their dtypes match (one matmul)
+  Tensor* down = nullptr;  ///< ffn_down [n_ff, n_embd]
+
+  /// Loads block il's ffn_gate, ffn_up, ffn_down.
+  static SwiGluFfn load(Weights& W, int il);
+  /// x: f32 [n_embd, n_tokens] -> f32 [n_embd, n_tokens].
+  Tensor* forward(Context& ctx, Tensor* x) const;
+};
+
+/// Token embedding (Transformers' embed_tokens): token_embd.weight [n_embd, n_vocab], any dtype.
+struct Embedding {
+  Tensor* weight = nullptr;
+
+  static Embedding load(Weights& W);
+  /// tokens: I32 [n_tokens] -> f32 [n_embd, n_tokens].
+  Tensor* forward(Context& ctx, Tensor* tokens) const;
+};
+
+/// The model's end: the final RMSNorm (output_norm) and the LM head (output.weight), applied only
+/// to the rows that need logits. Tied embeddings (tie_word_embeddings: the converter writes no
+/// output.weight) project with the token embedding.
+struct LmHead {
+  RmsNorm norm;            ///< output_norm
+  Tensor* output = nullptr;  ///< output.weight, or the token embedding when tied: [n_embd, n_vocab]
+
+  /// output_norm.weight (required) and output.weight, or `tok_embd` when the file has none.
+  static LmHead load(Weights& W, const Embedding& tok_embd, float eps);
+  /// x: f32 [n_embd, n_tokens]; out_rows: I32 [n_out] rows of x -> logits f32 [n_vocab, n_out].
+  Tensor* forward(Context& ctx, Tensor* x, Tensor* out_rows) const;
+};
+
+}  // namespace minfer::models

@@ -1,0 +1,72 @@
+// Llama model definition. Reference: Transformers' modeling_llama.py (LlamaDecoderLayer,
+// LlamaAttention, LlamaMLP; the llama3 rope_type in modeling_rope_utils.py) and llama.cpp's
+// src/models/llama.cpp.
+#include "models/llama/llama.h"
+
+#include <fmt/format.h>
+
+#include "gguf/gguf.h"
+#include "models/layers.h"
+#include "ops/ops.h"
+
+namespace minfer::models {
+namespace {
+
+class Llama final : public Model {
+ public:
+  Llama(HParams hp, std::unique_ptr<Weights> w) : Model(std::move(hp), std::move(w)) {
+    Weights& W = *weights_;
+    const gguf::File& f = W.file();
+    // Transformers' mlp_bias has no place in the SwiGLU op: refuse it rather than drop it.
+    if (f.find_tensor("blk.0.ffn_up.bias") || f.find_tensor("blk.0.ffn_down.bias"))
+      throw std::invalid_argument(fmt::format("{}: llama with FFN biases (mlp_bias) is not supported", f.name()));
+    AttentionSpec spec;
+    spec.qkv_bias = f.find_tensor("blk.0.attn_q.bias") != nullptr;  // Transformers' attention_bias
+    // Llama 3.1's llama3 rope_type: the converter stores the per-frequency divisors as a tensor.
+    Tensor* rope_freqs = W.find("rope_freqs.weight");
+    embed_tokens_ = Embedding::load(W);
+    for (int il = 0; il < hp_.n_layer; ++il) {
+      Layer L;
+      L.input_layernorm = RmsNorm::load(W, blk_name(il, "attn_norm"), hp_.rms_eps);
+      L.self_attn = Attention::load(W, il, spec, rope_freqs);
+      L.post_attention_layernorm = RmsNorm::load(W, blk_name(il, "ffn_norm"), hp_.rms_eps);
+      L.mlp = SwiGluFfn::load(W, il);
+      layers_.push_back(L);
+    }
+    lm_head_ = LmHead::load(W, embed_tokens_, hp_.rms_eps);  // tied when output.weight is absent
+  }
+
+  Tensor* build(Context& ctx, const Batch& b, KvCache& kv) const override {
+    const AttentionParams ap = AttentionParams::from(hp_);
+    Tensor* x = embed_tokens_.forward(ctx, b.tokens);  // [n_embd, n_tokens]
+    for (int il = 0; il < hp_.n_layer; ++il) {
+      const Layer& L = layers_[static_cast<size_t>(il)];
+      Tensor* h = L.self_attn.forward(ctx, L.input_layernorm.forward(ctx, x), b, kv, il, ap);
+      x = ops::add(ctx, x, h);
+      h = L.mlp.forward(ctx, L.post_attention_layernorm.forward(ctx, x));
+      x = ops::add(ctx, x, h);
+    }
+    return lm_head_.forward(ctx, x, b.out_rows);  // [n_vocab, n_out]
+  }
+
+ private:
+  struct Layer {
+    RmsNorm input_layernorm, post_attention_layernorm;
+    Attention self_attn;
+    SwiGluFfn mlp;
+  };
+  Embedding embed_tokens_;
+  std::vector<Layer> layers_;
+  LmHead lm_head_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_llama(std::shared_ptr<const gguf::File> file, Backend& backend) {
+  // NORMAL: the converter permuted wq / wk so that GGUF's adjacent pairs rotate as rotate_half did.
+  HParams hp = HParams::from_gguf(*file, ops::RopeMode::NORMAL);
+  auto w = std::make_unique<Weights>(std::move(file), backend);
+  return std::make_unique<Llama>(std::move(hp), std::move(w));
+}
+
+}  // namespace minfer::models
