@@ -8,6 +8,7 @@
 #include "gguf/gguf.h"
 #include "models/qwen2/qwen2.h"
 #include "models/qwen3/qwen3.h"
+#include "models/qwen3moe/qwen3moe.h"
 
 namespace minfer::models {
 namespace {
@@ -17,6 +18,7 @@ const std::map<std::string, Factory>& table() {
   static const std::map<std::string, Factory> t = {
       {"qwen2", &make_qwen2},
       {"qwen3", &make_qwen3},
+      {"qwen3moe", &make_qwen3moe},
   };
   return t;
 }
