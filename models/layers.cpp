@@ -66,6 +66,54 @@ SwiGluFfn SwiGluFfn::load(Weights& W, int il) {
 
 Tensor* SwiGluFfn::forward(Context& ctx, Tensor* x) const { return ops::ffn_swiglu(ctx, x, gate, up, down); }
 
+MoeFfn MoeFfn::load(Weights& W, int il, const HParams& h, bool norm_topk_prob) {
+  if (h.n_expert <= 0 || h.n_ff_exp <= 0 || h.n_expert_used <= 0)
+    throw std::invalid_argument(fmt::format("{}: a MoE FFN needs {}.expert_count, expert_used_count and "
+                                            "expert_feed_forward_length", W.file().name(), h.arch));
+  // Expert tensors are [n_in, n_out, n_expert]; a wrong shape would only fail deep in a graph.
+  auto exps = [&](const char* name, int64_t n_in, int64_t n_out) {
+    Tensor* t = W.get(blk_name(il, name));
+    if (t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != h.n_expert || t->ne[3] != 1)
+      throw std::invalid_argument(fmt::format("{}: {} is {}, expected [{}, {}, {}]", W.file().name(),
+                                              blk_name(il, name), describe(*t), n_in, n_out, h.n_expert));
+    return t;
+  };
+  MoeFfn f;
+  f.router = W.get(blk_name(il, "ffn_gate_inp"));
+  f.gate_exps = exps("ffn_gate_exps", h.n_embd, h.n_ff_exp);
+  f.up_exps = exps("ffn_up_exps", h.n_embd, h.n_ff_exp);
+  f.down_exps = exps("ffn_down_exps", h.n_ff_exp, h.n_embd);
+  f.k = h.n_expert_used;
+  f.norm_topk_prob = norm_topk_prob;
+  return f;
+}
+
+Tensor* MoeFfn::forward(Context& ctx, Tensor* x) const {
+  const int64_t n_embd = x->ne[0], n_tokens = x->ne[1], n_expert = router->ne[1];
+  Tensor* logits = ops::mul_mat(ctx, router, x);  // [n_expert, n_tokens]
+  // softmax is monotonic: the top-k logits select the experts of the top-k probabilities.
+  Tensor* ids = ops::top_k(ctx, logits, k);  // I32 [k, n_tokens]
+  Tensor* w;
+  if (norm_topk_prob) {
+    // softmax(l)_i / sum over the selected j of softmax(l)_j = exp(l_i) / sum exp(l_j): the
+    // softmax over the selected logits.
+    w = ops::get_rows(ctx, reshape(ctx, logits, {1, n_expert, n_tokens}), ids);  // [1, k, n_tokens]
+    w = ops::soft_max(ctx, reshape(ctx, w, {k, n_tokens}), 1.0f);
+  } else {
+    Tensor* probs = ops::soft_max(ctx, logits, 1.0f);
+    w = ops::get_rows(ctx, reshape(ctx, probs, {1, n_expert, n_tokens}), ids);
+  }
+  Tensor* x3 = reshape(ctx, x, {n_embd, 1, n_tokens});  // one activation row per token, for all k
+  Tensor* hid = ops::swiglu(ctx, ops::mul_mat_id(ctx, gate_exps, ids, x3), ops::mul_mat_id(ctx, up_exps, ids, x3));
+  Tensor* y = ops::mul_mat_id(ctx, down_exps, ids, hid);  // [n_embd, k, n_tokens]
+  y = ops::mul(ctx, y, reshape(ctx, w, {1, k, n_tokens}));
+  // Sum over the k slots (llama.cpp's build_moe_ffn does the same with views).
+  auto slot = [&](int64_t j) { return view(ctx, y, {n_embd, n_tokens}, {y->nb[2]}, static_cast<size_t>(j) * y->nb[1]); };
+  Tensor* out = slot(0);
+  for (int64_t j = 1; j < k; ++j) out = ops::add(ctx, out, slot(j));
+  return out;
+}
+
 Embedding Embedding::load(Weights& W) { return {W.get("token_embd.weight")}; }
 
 Tensor* Embedding::forward(Context& ctx, Tensor* tokens) const { return ops::get_rows(ctx, weight, tokens); }

@@ -94,6 +94,26 @@ struct SwiGluFfn {
 };
 
 /// Token embedding (Transformers' embed_tokens): token_embd.weight [n_embd, n_vocab], any dtype.
+/// A sparse mixture-of-experts FFN (Transformers' Qwen3MoeSparseMoeBlock, llama.cpp's
+/// build_moe_ffn with softmax gating): the router picks k of n_expert SwiGLU experts per token,
+/// their outputs are summed with the softmax weights of the picked experts (renormalized to sum 1
+/// when `norm_topk_prob`). Ops: mul_mat, top_k, get_rows, soft_max, mul_mat_id, swiglu, mul, add
+/// (docs/moe.md).
+struct MoeFfn {
+  Tensor* router = nullptr;     ///< ffn_gate_inp [n_embd, n_expert]
+  Tensor* gate_exps = nullptr;  ///< ffn_gate_exps [n_embd, n_ff_exp, n_expert]
+  Tensor* up_exps = nullptr;    ///< ffn_up_exps [n_embd, n_ff_exp, n_expert]
+  Tensor* down_exps = nullptr;  ///< ffn_down_exps [n_ff_exp, n_embd, n_expert]
+  int32_t k = 0;                ///< experts per token (expert_used_count)
+  bool norm_topk_prob = true;
+
+  /// Loads block il's router and expert tensors; throws std::invalid_argument when the file's
+  /// expert_count / expert_feed_forward_length are missing or a tensor has another shape.
+  static MoeFfn load(Weights& W, int il, const HParams& h, bool norm_topk_prob);
+  /// x: f32 [n_embd, n_tokens] -> f32 [n_embd, n_tokens].
+  Tensor* forward(Context& ctx, Tensor* x) const;
+};
+
 struct Embedding {
   Tensor* weight = nullptr;
 

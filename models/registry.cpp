@@ -9,6 +9,7 @@
 #include "models/llama/llama.h"
 #include "models/qwen2/qwen2.h"
 #include "models/qwen3/qwen3.h"
+#include "models/qwen3moe/qwen3moe.h"
 
 namespace minfer::models {
 namespace {
@@ -19,6 +20,7 @@ const std::map<std::string, Factory>& table() {
       {"llama", &make_llama},
       {"qwen2", &make_qwen2},
       {"qwen3", &make_qwen3},
+      {"qwen3moe", &make_qwen3moe},
   };
   return t;
 }

@@ -9,8 +9,10 @@ using detail::require_type;
 Tensor* get_rows(Context& ctx, Tensor* table, Tensor* ids) {
   detail::require_src(Op::GET_ROWS, table, "table");
   require_type(Op::GET_ROWS, ids, "ids", {DType::I32});
-  if (table->ne[2] != 1 || table->ne[3] != 1) fail(Op::GET_ROWS, "table " + describe(*table) + " must be 2-D");
   if (ids->ne[2] != 1 || ids->ne[3] != 1) fail(Op::GET_ROWS, "ids " + describe(*ids) + " must be 1-D or 2-D");
+  if (table->ne[3] != 1 || (table->ne[2] != 1 && table->ne[2] != ids->ne[1]))
+    fail(Op::GET_ROWS, fmt::format("table {} must be 2-D, or 3-D with one table per column of ids {}",
+                                   describe(*table), describe(*ids)));
   return ctx.new_node(Op::GET_ROWS, DType::F32, {table->ne[0], ids->ne[0], ids->ne[1], 1}, {table, ids});
 }
 

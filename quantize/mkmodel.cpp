@@ -34,10 +34,15 @@ void write_hparams(gguf::Writer& w, const ModelShape& s, const QuantTarget& targ
   w.set_u32(key("attention.head_count_kv"), static_cast<uint32_t>(s.n_head_kv));
   w.set_f32(key("rope.freq_base"), s.rope_freq_base);
   w.set_f32(key("attention.layer_norm_rms_epsilon"), s.rms_eps);
+  const bool moe = s.arch == "qwen3moe";
+  if (moe) {
+    w.set_u32(key("expert_count"), static_cast<uint32_t>(s.n_expert));
+    w.set_u32(key("expert_used_count"), static_cast<uint32_t>(s.n_expert_used));
+  }
   // The Qwen3 converter writes head_dim from config.json; Qwen2 configs have none, so a custom
   // head_dim there needs the keys too or readers would assume n_embd / n_head.
   const int32_t hd = s.head_dim_or_default();
-  if (s.arch == "qwen3" || hd != s.n_embd / s.n_head) {
+  if (s.arch == "qwen3" || moe || hd != s.n_embd / s.n_head) {
     w.set_u32(key("attention.key_length"), static_cast<uint32_t>(hd));
     w.set_u32(key("attention.value_length"), static_cast<uint32_t>(hd));
   }
@@ -46,6 +51,7 @@ void write_hparams(gguf::Writer& w, const ModelShape& s, const QuantTarget& targ
     w.set_u32(key("vocab_size"), static_cast<uint32_t>(s.n_vocab));
     w.set_u32(key("rope.dimension_count"), static_cast<uint32_t>(hd));
   }
+  if (moe) w.set_u32(key("expert_feed_forward_length"), static_cast<uint32_t>(s.n_ff_exp));
   w.set_u32("general.quantization_version", kQuantizationVersion);
 }
 
@@ -87,6 +93,7 @@ Summary make_model(const MakeModelParams& p, const std::filesystem::path& out, c
   info.n_layer = s.n_layer;
   info.n_head = s.n_head;
   info.n_head_kv = s.n_head_kv;
+  info.n_expert = s.n_expert;  // the mixes treat MoE models differently (e.g. attn_v / attn_k at 8 experts)
   const std::vector<TensorPlan> plan = plan_types(p.target, info, descs);
 
   Summary sum;

@@ -48,6 +48,17 @@ ModelShape llama31_8b() {
   return s;
 }
 
+// Qwen/Qwen3-30B-A3B config.json: 128 experts of moe_intermediate_size 768, 8 per token,
+// norm_topk_prob true (the GGUF has no key for it: llama.cpp always renormalizes for qwen3moe);
+// intermediate_size 6144 is the converter's feed_forward_length (no dense FFN uses it).
+ModelShape qwen3_30b_a3b() {
+  ModelShape s = shape("qwen3-30b-a3b", "Qwen3 30B A3B", "qwen3moe", 2048, 48, 32, 4, 128, 6144, 151936, 40960, false);
+  s.n_expert = 128;
+  s.n_expert_used = 8;
+  s.n_ff_exp = 768;
+  return s;
+}
+
 }  // namespace
 
 const std::vector<ModelShape>& named_shapes() {
@@ -61,6 +72,7 @@ const std::vector<ModelShape>& named_shapes() {
       shape("qwen3-0.6b", "Qwen3 0.6B", "qwen3", 1024, 28, 16, 8, 128, 3072, 151936, 40960, true),
       shape("qwen3-8b", "Qwen3 8B", "qwen3", 4096, 36, 32, 8, 128, 12288, 151936, 40960, false),
       llama31_8b(),
+      qwen3_30b_a3b(),
   };
   return shapes;
 }
@@ -78,8 +90,11 @@ void ModelShape::validate(int64_t row_block) const {
   auto bad = [&](const std::string& what) {
     throw std::invalid_argument(fmt::format("model shape {}: {}", name, what));
   };
-  if (arch != "qwen2" && arch != "qwen3" && arch != "llama")
-    bad(fmt::format("unknown arch '{}' (qwen2, qwen3 or llama)", arch));
+  if (arch != "qwen2" && arch != "qwen3" && arch != "qwen3moe" && arch != "llama")
+    bad(fmt::format("unknown arch '{}' (qwen2, qwen3, qwen3moe or llama)", arch));
+  if (arch == "qwen3moe" && (n_expert <= 0 || n_expert_used <= 0 || n_expert_used > n_expert || n_ff_exp <= 0))
+    bad(fmt::format("qwen3moe needs n_expert > 0 (got {}), n_expert_used in [1, n_expert] (got {}) and n_ff_exp > 0 (got {})",
+                    n_expert, n_expert_used, n_ff_exp));
   const std::pair<const char*, int32_t> dims[] = {{"n_embd", n_embd}, {"n_layer", n_layer}, {"n_head", n_head},
                                                   {"n_head_kv", n_head_kv}, {"n_ff", n_ff}, {"n_vocab", n_vocab},
                                                   {"n_ctx_train", n_ctx_train}};
@@ -92,7 +107,7 @@ void ModelShape::validate(int64_t row_block) const {
   const int32_t hd = head_dim_or_default();
   if (hd % 2 != 0) bad(fmt::format("head_dim {} must be even (RoPE rotates pairs)", hd));
   const std::pair<const char*, int64_t> rows[] = {
-      {"n_embd", n_embd}, {"n_ff", n_ff}, {"n_head * head_dim", int64_t{n_head} * hd}};
+      {"n_embd", n_embd}, {"n_ff", n_ff}, {"n_head * head_dim", int64_t{n_head} * hd}, {"n_ff_exp", arch == "qwen3moe" ? n_ff_exp : 0}};
   for (const auto& [k, v] : rows)
     if (row_block > 1 && v % row_block != 0)
       bad(fmt::format("{} = {} must be a multiple of {} (the quantization block; float types have none)", k, v, row_block));
@@ -120,16 +135,24 @@ int64_t ModelShape::n_params() const {
 std::vector<ShapeTensor> shape_tensors(const ModelShape& s) {
   const int64_t E = s.n_embd, F = s.n_ff, V = s.n_vocab, hd = s.head_dim_or_default();
   const int64_t q = s.n_head * hd, kv = s.n_head_kv * hd;
-  const bool qwen3 = s.arch == "qwen3", qwen2 = s.arch == "qwen2";
+  const bool moe = s.arch == "qwen3moe", qwen3 = s.arch == "qwen3" || moe, qwen2 = s.arch == "qwen2";
+  const int64_t X = s.n_expert, FX = s.n_ff_exp;
   std::vector<ShapeTensor> t;
   if (s.llama3_factor != 0.0f) t.push_back({"rope_freqs.weight", {hd / 2}, Fill::values, llama3_rope_freqs(s)});
   t.push_back({"token_embd.weight", {E, V}, Fill::normal});
   for (int i = 0; i < s.n_layer; ++i) {
     auto n = [i](const char* x) { return fmt::format("blk.{}.{}", i, x); };
     t.push_back({n("attn_norm.weight"), {E}, Fill::ones});
-    t.push_back({n("ffn_down.weight"), {F, E}, Fill::normal});
-    t.push_back({n("ffn_gate.weight"), {E, F}, Fill::normal});
-    t.push_back({n("ffn_up.weight"), {E, F}, Fill::normal});
+    if (moe) {
+      t.push_back({n("ffn_down_exps.weight"), {FX, E, X}, Fill::normal});
+      t.push_back({n("ffn_gate_exps.weight"), {E, FX, X}, Fill::normal});
+      t.push_back({n("ffn_up_exps.weight"), {E, FX, X}, Fill::normal});
+      t.push_back({n("ffn_gate_inp.weight"), {E, X}, Fill::normal});
+    } else {
+      t.push_back({n("ffn_down.weight"), {F, E}, Fill::normal});
+      t.push_back({n("ffn_gate.weight"), {E, F}, Fill::normal});
+      t.push_back({n("ffn_up.weight"), {E, F}, Fill::normal});
+    }
     t.push_back({n("ffn_norm.weight"), {E}, Fill::ones});
     if (qwen3) t.push_back({n("attn_k_norm.weight"), {hd}, Fill::ones});
     if (qwen2) t.push_back({n("attn_k.bias"), {kv}, Fill::bias});

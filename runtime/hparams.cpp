@@ -31,6 +31,12 @@ HParams HParams::from_gguf(const gguf::File& f, ops::RopeMode rope_mode) {
   if (const gguf::TensorInfo* emb = f.find_tensor("token_embd.weight")) h.n_vocab = static_cast<int32_t>(emb->ne[1]);
   else throw std::invalid_argument(fmt::format("{}: no token_embd.weight tensor", f.name()));
   h.rope_mode = rope_mode;
+  h.n_expert = static_cast<int32_t>(f.get_u32_or(key("expert_count"), 0));
+  h.n_expert_used = static_cast<int32_t>(f.get_u32_or(key("expert_used_count"), 0));
+  h.n_ff_exp = static_cast<int32_t>(f.get_u32_or(key("expert_feed_forward_length"), 0));
+  if (h.n_expert < 0 || h.n_expert_used < 0 || h.n_expert_used > h.n_expert || (h.n_expert > 0 && h.n_expert_used == 0))
+    throw std::invalid_argument(fmt::format("{}: {} experts used of {} (expert_used_count must be in [1, expert_count])",
+                                            f.name(), h.n_expert_used, h.n_expert));
 
   // RoPE scaling: llama.cpp's llama_model::load_hparams reads the same keys with these defaults
   // (a factor without a type scales linearly there too).

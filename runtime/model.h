@@ -62,6 +62,10 @@ struct HParams {
   float rope_freq_base = 10000.0f;  ///< rope.freq_base
   float rms_eps = 1e-6f;            ///< attention.layer_norm_rms_epsilon
   ops::RopeMode rope_mode = ops::RopeMode::NEOX;  ///< the architecture's (from_gguf's argument)
+  // Mixture of experts (0 for dense models).
+  int32_t n_expert = 0;       ///< expert_count
+  int32_t n_expert_used = 0;  ///< expert_used_count: experts per token (top-k)
+  int32_t n_ff_exp = 0;       ///< expert_feed_forward_length: rows of one expert's gate/up
 
   // RoPE scaling (llama.cpp's keys and defaults; ops/rope.h has the formulas). Llama 3's
   // frequency factors are a tensor, rope_freqs.weight, that the model file passes to the rope op.

@@ -33,6 +33,8 @@ enum class Op : int32_t {
   KV_STORE,   // scatter rows into a KV cache at positions; aliases the cache
   CONCAT,
   ARGMAX,
+  TOP_K,       // ids of the k largest values of each row (MoE routing)
+  MUL_MAT_ID,  // each token's activations times its selected experts' weights (MoE)
 
   // Fused ops: each has a decomposition into basic ops (ops/lower.cpp) that a backend without
   // a fused kernel runs instead.

@@ -99,6 +99,8 @@ std::string_view op_name(Op op) {
     case Op::KV_STORE: return "KV_STORE";
     case Op::CONCAT: return "CONCAT";
     case Op::ARGMAX: return "ARGMAX";
+    case Op::TOP_K: return "TOP_K";
+    case Op::MUL_MAT_ID: return "MUL_MAT_ID";
     case Op::FFN_SWIGLU: return "FFN_SWIGLU";
     case Op::QKV: return "QKV";
     case Op::COUNT: break;

@@ -1,4 +1,4 @@
-// minfer-mkmodel: writes a random-weight Qwen2/Qwen3/Llama GGUF of a real model's shape, quantized with
+// minfer-mkmodel: writes a random-weight Qwen2/Qwen3/Qwen3-MoE/Llama GGUF of a real model's shape, quantized with
 // a llama.cpp mix, for load, speed and memory tests without downloads.
 //   minfer-mkmodel --shape qwen2.5-7b -o q7b.gguf                       # Q4_K_M, synthetic vocab
 //   minfer-mkmodel --shape qwen3-8b -o q8b.gguf --type Q8_0 --vocab qwen-vocab.gguf
@@ -6,6 +6,7 @@
 //   minfer-mkmodel --arch qwen3 --n-embd 256 --n-layer 2 --n-head 4 --n-head-kv 2 --head-dim 64
 //       --n-ff 512 --n-vocab 1024 --tied -o tiny.gguf
 //   minfer-mkmodel --shape qwen2.5-7b --n-layer 2 -o q7b-2layers.gguf   # a shape with overrides
+//   minfer-mkmodel --shape qwen3-30b-a3b -o a3b.gguf                    # MoE: 128 experts, 8 per token
 // Errors print "error: ..." and exit with 1.
 #include <fmt/format.h>
 
@@ -19,12 +20,13 @@ using namespace minfer;
 
 int main(int argc, char** argv) {
   return examples::run_main([&] {
-    CLI::App app{"minfer-mkmodel: random-weight Qwen2/Qwen3/Llama GGUF models of real shapes"};
+    CLI::App app{"minfer-mkmodel: random-weight Qwen2/Qwen3/Qwen3-MoE/Llama GGUF models of real shapes"};
     std::string shape_name, out, type = "Q4_K_M", vocab, arch;
     uint64_t seed = 0;
     int threads = 0;
     bool list = false, quiet = false;
-    std::optional<int32_t> n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_vocab, n_ctx;
+    std::optional<int32_t> n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_vocab, n_ctx, n_expert, n_expert_used,
+        n_ff_exp;
     std::optional<float> rope_base, rms_eps;
     bool tied = false, untied = false;
     float stddev = 0.02f;
@@ -36,7 +38,7 @@ int main(int argc, char** argv) {
     app.add_option("--vocab", vocab, "copy the tokenizer of this GGUF (padded to n_vocab); default: synthetic byte-level BPE");
     app.add_option("--seed", seed, "RNG seed (default 0)");
     app.add_option("-t,--threads", threads, "threads (0: all)");
-    app.add_option("--arch", arch, "custom shape: qwen2, qwen3 or llama (or override the shape's)");
+    app.add_option("--arch", arch, "custom shape: qwen2, qwen3, qwen3moe or llama (or override the shape's)");
     app.add_option("--n-embd", n_embd, "hidden size");
     app.add_option("--n-layer", n_layer, "blocks");
     app.add_option("--n-head", n_head, "attention heads");
@@ -44,6 +46,9 @@ int main(int argc, char** argv) {
     app.add_option("--head-dim", head_dim, "head dimension (default n_embd / n_head)");
     app.add_option("--n-ff", n_ff, "feed-forward size");
     app.add_option("--n-vocab", n_vocab, "vocabulary size (rows of token_embd)");
+    app.add_option("--n-expert", n_expert, "qwen3moe: experts per layer");
+    app.add_option("--n-expert-used", n_expert_used, "qwen3moe: experts per token (top-k)");
+    app.add_option("--n-ff-exp", n_ff_exp, "qwen3moe: feed-forward size of one expert");
     app.add_option("--n-ctx", n_ctx, "context_length (default 32768 for custom shapes)");
     app.add_option("--rope-base", rope_base, "rope.freq_base (default 1e6)");
     app.add_option("--rms-eps", rms_eps, "RMSNorm epsilon (default 1e-6)");
@@ -64,7 +69,7 @@ int main(int argc, char** argv) {
     if (out.empty()) throw std::invalid_argument("-o OUT.gguf is required");
     quantize::MakeModelParams p;
     if (!shape_name.empty()) p.shape = quantize::find_shape(shape_name);
-    else if (arch.empty()) throw std::invalid_argument("give --shape NAME or --arch qwen2|qwen3|llama with custom dimensions");
+    else if (arch.empty()) throw std::invalid_argument("give --shape NAME or --arch qwen2|qwen3|qwen3moe|llama with custom dimensions");
     if (!arch.empty()) p.shape.arch = arch;
     auto set = [](auto& dst, const auto& v) { if (v) dst = *v; };
     set(p.shape.n_embd, n_embd);
@@ -74,6 +79,9 @@ int main(int argc, char** argv) {
     set(p.shape.head_dim, head_dim);
     set(p.shape.n_ff, n_ff);
     set(p.shape.n_vocab, n_vocab);
+    set(p.shape.n_expert, n_expert);
+    set(p.shape.n_expert_used, n_expert_used);
+    set(p.shape.n_ff_exp, n_ff_exp);
     set(p.shape.n_ctx_train, n_ctx);
     set(p.shape.rope_freq_base, rope_base);
     set(p.shape.rms_eps, rms_eps);

@@ -106,6 +106,8 @@ const std::array<Kernel, kOpCount>& kernel_table() {
     set(Op::KV_STORE, k_kv_store);
     set(Op::CONCAT, k_concat);
     set(Op::ARGMAX, k_argmax);
+    set(Op::TOP_K, k_top_k);
+    set(Op::MUL_MAT_ID, k_mul_mat_id);
     return t;
   }();
   return table;

@@ -72,7 +72,7 @@ void k_get_rows(KernelContext& kc, Tensor& dst) {
     if (id < 0 || id >= n_rows)
       throw OpError(fmt::format("GET_ROWS: id {} outside [0, {}) of {}", id, n_rows, describe(table)));
     float* rd = reinterpret_cast<float*>(row_ptr(dst, i1, i2, 0));
-    dequantize_row(table.type, row_ptr(table, id, 0, 0), rd, table.ne[0]);
+    dequantize_row(table.type, row_ptr(table, id, table.ne[2] > 1 ? i2 : 0, 0), rd, table.ne[0]);
   });
 }
 

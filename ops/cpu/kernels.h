@@ -38,6 +38,8 @@ void k_rope(KernelContext&, Tensor&);
 void k_mul_mat(KernelContext&, Tensor&);
 void k_kv_store(KernelContext&, Tensor&);
 void k_attention(KernelContext&, Tensor&);
+void k_top_k(KernelContext&, Tensor&);
+void k_mul_mat_id(KernelContext&, Tensor&);
 
 // ---- element access helpers ----
 

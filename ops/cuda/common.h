@@ -38,6 +38,7 @@ enum ErrorCode : int32_t {
   kErrSoftMaxPos = 4,      ///< value = position
   kErrAttentionSeq = 5,    ///< value = sequence, limit = block-table rows
   kErrAttentionBlock = 6,  ///< value = block-table entry, limit = blocks of the cache
+  kErrMulMatIdId = 7,      ///< value = expert id, limit = n_expert
 };
 
 /// The device error record (host-mapped pinned memory): code, node index, value, limit.

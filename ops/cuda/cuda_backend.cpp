@@ -68,6 +68,8 @@ const std::array<KernelEntry, kOpCount>& kernel_table() {
     set(Op::KV_STORE, k_kv_store);
     set(Op::CONCAT, k_concat);
     set(Op::ARGMAX, k_argmax);
+    set(Op::TOP_K, k_top_k);
+    set(Op::MUL_MAT_ID, k_mul_mat_id, s_mul_mat_id);
     set(Op::QKV, k_qkv, s_qkv);
     set(Op::FFN_SWIGLU, k_ffn_swiglu, s_ffn_swiglu);
     return t;
@@ -507,6 +509,8 @@ struct BackendImpl final : Scratch {
       case kErrAttentionBlock:
         throw OpError(fmt::format("ATTENTION: block table entry {} outside the cache's {} blocks ({}, {})", r.value,
                                   r.limit, node, name));
+      case kErrMulMatIdId:
+        throw OpError(fmt::format("MUL_MAT_ID: expert id {} outside [0, {}) ({}, {})", r.value, r.limit, node, name));
       case kErrSoftMaxPos:
         throw OpError(fmt::format("SOFT_MAX: negative position {} ({}, {})", r.value, node, name));
       default: throw OpError(fmt::format("{}: kernel error code {} at {}", name, r.code, node));

@@ -20,7 +20,8 @@ __global__ void get_rows_kernel(TD table, TD ids, float* dst, int64_t n_embd, in
     for (int64_t i = threadIdx.x; i < n_embd; i += blockDim.x) out[i] = __int_as_float(0x7fc00000);
     return;
   }
-  const char* row = table.data + static_cast<int64_t>(id) * table.nb[1];
+  // A 3-D table is one table per column of ids (ops::get_rows).
+  const char* row = table.data + static_cast<int64_t>(id) * table.nb[1] + (table.ne[2] > 1 ? i2 * table.nb[2] : 0);
   for (int64_t i = threadIdx.x; i < n_embd; i += blockDim.x) out[i] = load_elem(T, row, i, table.nb[0]);
 }
 

@@ -9,6 +9,7 @@
 // where d0/d1 are the weight's (sub-)block scales and the min terms use the activation sums
 // (ggml's MMVQ design, llama.cpp ggml-cuda/mmvq.cu and vecdotq.cuh; this is an independent
 // implementation over the block layouts of tensor/quants_blocks.h).
+#include <algorithm>
 #include <cstdlib>
 #include <string_view>
 
@@ -391,6 +392,63 @@ bool mmvq_two_rows() {
   return on;
 }
 
+// MUL_MAT_ID (k_moe.cu): one (token, slot) pair per blockIdx.y. The weight is the slice of the
+// expert the pair selected (its id read on the device, so captured graphs replay for any routing)
+// and the activation its q8_1 row; the arithmetic is mmvq_kernel<T, 1>'s, expression for
+// expression, so a pair gets the bits the decode mul_mat gives that expert slice and row.
+template <DType T>
+__global__ void __launch_bounds__(32 * kRowsPerBlock) mmvq_id_kernel(const uint8_t* w, int64_t w_nb1, int64_t w_nb2,
+                                                                      int64_t n_expert, int64_t M, int U,
+                                                                      const int8_t* qs, const float2* ds, TD ids,
+                                                                      int64_t n_act, int64_t slot0, float* dst,
+                                                                      ErrorSink sink) {
+  const int lane = threadIdx.x & 31;
+  const int64_t m = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5);
+  if (m >= M) return;
+  const int64_t s = slot0 + blockIdx.y, k = ids.ne[0], j = s % k, t = s / k;
+  const int32_t e = *reinterpret_cast<const int32_t*>(ids.data + j * ids.nb[0] + t * ids.nb[1]);
+  if (e < 0 || e >= n_expert) {
+    if (m == 0 && lane == 0) report_error(sink, kErrMulMatIdId, e, n_expert);
+    if (lane == 0) dst[s * M + m] = __int_as_float(0x7fc00000);
+    return;
+  }
+  const uint8_t* row = w + m * w_nb1 + static_cast<int64_t>(e) * w_nb2;
+  const int64_t K = static_cast<int64_t>(U) * 32;
+  const int8_t* q0 = qs + (j % n_act + n_act * t) * K;
+  const float2* d0 = ds + (j % n_act + n_act * t) * U;
+  float acc = 0.0f;
+  int u = lane;
+  for (; u + 32 < U; u += 64) {
+    WUnit w0, w1;
+    decode_unit<T>(row, u, w0);
+    decode_unit<T>(row, u + 32, w1);
+    acc += unit_dot<T>(w0, q0 + static_cast<int64_t>(u) * 32, d0[u]) +
+           unit_dot<T>(w1, q0 + static_cast<int64_t>(u + 32) * 32, d0[u + 32]);
+  }
+  if (u < U) {
+    WUnit wu;
+    decode_unit<T>(row, u, wu);
+    acc += unit_dot<T>(wu, q0 + static_cast<int64_t>(u) * 32, d0[u]);
+  }
+  const float v = warp_sum(acc);
+  if (lane == 0) dst[s * M + m] = v;
+}
+
+template <DType T>
+void launch_mmvq_id_t(KernelContext& kc, const Tensor& as, const Tensor& ids, const int8_t* qs, const float2* ds,
+                      int64_t n_act, float* dst) {
+  const int64_t M = as.ne[1], slots = ids.ne[0] * ids.ne[1];
+  const int U = static_cast<int>(as.ne[0] / 32);
+  constexpr int64_t kMaxGridY = 65535;
+  for (int64_t s0 = 0; s0 < slots; s0 += kMaxGridY) {
+    const dim3 grid(static_cast<unsigned>(ceil_div(M, kRowsPerBlock)), static_cast<unsigned>(std::min(kMaxGridY, slots - s0)));
+    mmvq_id_kernel<T><<<grid, 32 * kRowsPerBlock, 0, kc.stream>>>(
+        static_cast<const uint8_t*>(as.data), static_cast<int64_t>(as.nb[1]), static_cast<int64_t>(as.nb[2]), as.ne[2],
+        M, U, qs, ds, td(ids), n_act, s0, dst, kc.sink());
+    kc.check_launch("mmvq_id_kernel");
+  }
+}
+
 template <DType T>
 void launch_mmvq_t(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2,
                    int64_t B3, float* dst, const float* residual) {
@@ -449,6 +507,19 @@ void swiglu_f32(KernelContext& kc, const TD& g, const TD& u, float* h) {
   if (g.ne[1] == 0) return;
   swiglu_f32_kernel<<<static_cast<unsigned>(g.ne[1]), row_threads(g.ne[0]), 0, kc.stream>>>(g, u, h);
   kc.check_launch("swiglu_f32_kernel");
+}
+
+void mmvq_id(KernelContext& kc, const Tensor& as, const Tensor& ids, const int8_t* qs, const float2* ds, int64_t n_act,
+             float* dst) {
+  if (ids.ne[0] * ids.ne[1] == 0 || as.ne[1] == 0) return;
+  switch (as.type) {
+#define MINFER_T(T) \
+  case DType::T: return launch_mmvq_id_t<DType::T>(kc, as, ids, qs, ds, n_act, dst);
+    MINFER_T(Q4_0) MINFER_T(Q4_1) MINFER_T(Q5_0) MINFER_T(Q5_1) MINFER_T(Q8_0)
+    MINFER_T(Q2_K) MINFER_T(Q3_K) MINFER_T(Q4_K) MINFER_T(Q5_K) MINFER_T(Q6_K)
+#undef MINFER_T
+    default: throw OpError(kc.where() + ": no MMVQ kernel for " + std::string(dtype_name(as.type)));
+  }
 }
 
 int64_t q8_decode_rows(DType type) {

@@ -47,6 +47,11 @@ bool s_mul_mat(const Tensor&);
 void k_kv_store(KernelContext&, Tensor&);
 void k_attention(KernelContext&, Tensor&);
 
+// k_moe.cu
+void k_top_k(KernelContext&, Tensor&);
+void k_mul_mat_id(KernelContext&, Tensor&);
+bool s_mul_mat_id(const Tensor&);
+
 // k_fused.cu
 void k_qkv(KernelContext&, Tensor&);
 bool s_qkv(const Tensor&);
@@ -91,6 +96,11 @@ void swiglu_f32(KernelContext& kc, const TD& g, const TD& u, float* h);
 /// `part`: scratch of mmq_scratch() bytes (nullptr when that is 0).
 void mmvq(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2,
           int64_t B3, float* dst, const float* residual, float* part);
+/// MUL_MAT_ID's expert matvec: dst[(j + k t) M + m] = dot(row m of expert ids[j, t] of `as`, q8_1
+/// activation row j % n_act + n_act t) for every slot j < k = ids.ne[0] and token t < ids.ne[1],
+/// each pair as mmvq() with N = 1 computes it. A bad id is reported (kErrMulMatIdId), its outputs NaN.
+void mmvq_id(KernelContext& kc, const Tensor& as, const Tensor& ids, const int8_t* qs, const float2* ds, int64_t n_act,
+             float* dst);
 /// True when `type` has a tensor-core MMQ kernel (k_mmq.cu).
 bool mmq_supported(DType type);
 void mmq(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2, int64_t B3,

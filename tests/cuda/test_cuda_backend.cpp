@@ -31,7 +31,13 @@ std::vector<Probe> probes(Context& c) {
       p.push_back({fmt::format("MUL_MAT {} x {}", dtype_name(t), dtype_name(at)),
                    ops::mul_mat(c, w, c.new_tensor(at, {256, 3}))});
     p.push_back({"CPY " + std::string(dtype_name(t)) + " -> f32", ops::cast(c, w, DType::F32)});
+    for (DType at : {DType::F32, DType::F16})
+      p.push_back({fmt::format("MUL_MAT_ID {} x {}", dtype_name(t), dtype_name(at)),
+                   ops::mul_mat_id(c, c.new_tensor(t, {256, 8, 4}), c.new_tensor(DType::I32, {2, 3}),
+                                   c.new_tensor(at, {256, 1, 3}))});
   }
+  p.push_back({"TOP_K", ops::top_k(c, f32({8, 4}), 2)});
+  p.push_back({"GET_ROWS 3-D table", ops::get_rows(c, f32({1, 8, 3}), c.new_tensor(DType::I32, {2, 3}))});
   for (DType to : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q8_1, DType::Q4_0, DType::Q4_1, DType::Q5_0,
                    DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K})
     p.push_back({"CPY f32 -> " + std::string(dtype_name(to)), ops::cast(c, f32({256, 2}), to)});

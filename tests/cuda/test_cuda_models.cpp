@@ -45,7 +45,7 @@ TEST_P(CudaModelRefs, LogitsAndGreedyMatchHuggingFace) {
 }
 
 INSTANTIATE_TEST_SUITE_P(F16Fixtures, CudaModelRefs,
-                         ::testing::Combine(::testing::Values("qwen2-s", "qwen3-xs", "qwen2-yarn-s", "llama-s"),
+                         ::testing::Combine(::testing::Values("qwen2-s", "qwen3-xs", "qwen2-yarn-s", "llama-s", "qwen3moe-s"),
                                             ::testing::Values(DType::F32, DType::F16)),
                          [](const auto& info) {
                            return model_case_name(std::get<0>(info.param)) + "_kv_" +

@@ -19,7 +19,7 @@ bool have_refs(const std::string& name);
 
 /// Every refs.json case of `name` on `backend` with a `kv_type` KV cache: logits of the rows in
 /// the reference within 1e-3 (f32 cache) or 1e-2 (f16 cache; rounding K/V to f16 moves logits by
-/// a few 1e-3; 3e-2 for the ~2,500-token prompts of qwen2-yarn-s and llama-s), the maximum printed per case, and the 32-token greedy continuation exact through
+/// a few 1e-3; 3e-2 for the ~2,500-token prompts of qwen2-yarn-s, llama-s and qwen3moe-s), the maximum printed per case, and the 32-token greedy continuation exact through
 /// one-token decode steps. `label` prefixes the printed lines.
 void check_model_refs(Backend& backend, const std::string& name, DType kv_type, const std::string& label);
 

@@ -360,7 +360,9 @@ TEST(MkModel, NamedShapesMatchTheHuggingFaceModels) {
                                                     {"qwen2.5-14b", 14770033664},
                                                     {"qwen3-0.6b", 596049920},
                                                     {"qwen3-8b", 8190735360},
-                                                    {"llama3.1-8b", 8030261248}};
+                                                    {"llama3.1-8b", 8030261248},
+                                                    // by hand from Qwen3-30B-A3B's config.json (HF: 30.5B)
+                                                    {"qwen3-30b-a3b", 30532122624}};
   for (const auto& [name, n] : counts) {
     const auto& s = quantize::find_shape(name);
     EXPECT_NO_THROW(s.validate()) << name;
@@ -382,6 +384,36 @@ TEST(MkModel, NamedShapesMatchTheHuggingFaceModels) {
   EXPECT_EQ(quantize::size_label(7615616512), "7.6B");
   EXPECT_EQ(quantize::size_label(5200000), "5.2M");
   EXPECT_THROW(quantize::find_shape("qwen9-1b"), std::invalid_argument);
+}
+
+// Qwen3-MoE: converter metadata (expert keys), 3-D expert tensors, the router left f32, and
+// llama.cpp's Q4_K_M rules for 8 experts (attn_v and attn_k q8_0, as in fixtures/qwen3moe-s).
+TEST(MkModel, Qwen3MoeLoadsRunsAndQuantizesExpertsLikeLlamaCpp) {
+  ModelShape s = small_shape("qwen3", 256, false);
+  s.arch = "qwen3moe";
+  s.n_expert = 8;
+  s.n_expert_used = 2;
+  s.n_ff_exp = 256;
+  TempPath out("mk-qwen3moe");
+  quantize::make_model(make_params(s), out.path());
+  auto file = std::make_shared<const gguf::File>(out.path());
+  EXPECT_EQ(file->get_string("general.architecture"), "qwen3moe");
+  EXPECT_EQ(file->get_u32("qwen3moe.expert_count"), 8u);
+  EXPECT_EQ(file->get_u32("qwen3moe.expert_used_count"), 2u);
+  EXPECT_EQ(file->get_u32("qwen3moe.expert_feed_forward_length"), 256u);
+  const auto& gate = file->tensor("blk.0.ffn_gate_exps.weight");
+  EXPECT_EQ(gate.ne[0], 256);
+  EXPECT_EQ(gate.ne[1], 256);
+  EXPECT_EQ(gate.ne[2], 8);
+  EXPECT_EQ(gate.type, DType::Q4_K);
+  EXPECT_EQ(file->tensor("blk.1.ffn_down_exps.weight").ne[0], 256);
+  EXPECT_EQ(file->tensor("blk.0.ffn_gate_inp.weight").type, DType::F32);
+  EXPECT_EQ(file->tensor("blk.0.attn_v.weight").type, DType::Q8_0);
+  EXPECT_EQ(file->tensor("blk.0.attn_k.weight").type, DType::Q8_0);
+  EXPECT_EQ(file->find_tensor("blk.0.ffn_gate.weight"), nullptr);
+  expect_forward_pass_works(file, {1, 2, 3, 4, 5});
+  s.n_expert_used = 9;
+  EXPECT_THROW(s.validate(), std::invalid_argument);
 }
 
 TEST(MkModel, BadShapesAreRejected) {

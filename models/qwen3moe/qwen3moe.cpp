@@ -1,0 +1,66 @@
+// Qwen3-MoE model definition. Reference: Transformers' modeling_qwen3_moe.py (Qwen3MoeAttention
+// as Qwen3's; Qwen3MoeSparseMoeBlock: softmax over the router logits, top-k, divided by their sum
+// when norm_topk_prob; every expert a SwiGLU MLP) and llama.cpp's src/models/qwen3moe.cpp.
+#include "models/qwen3moe/qwen3moe.h"
+
+#include "gguf/gguf.h"
+#include "models/layers.h"
+#include "ops/ops.h"
+
+namespace minfer::models {
+namespace {
+
+class Qwen3Moe final : public Model {
+ public:
+  Qwen3Moe(HParams hp, std::unique_ptr<Weights> w) : Model(std::move(hp), std::move(w)) {
+    Weights& W = *weights_;
+    AttentionSpec spec;
+    spec.qk_norm = true;  // attn_q_norm / attn_k_norm, as Qwen3
+    // The GGUF has no norm_topk_prob: llama.cpp always renormalizes for qwen3moe (every Qwen3-MoE
+    // release sets it); expert_weights_norm is llama.cpp's key for models that may not.
+    const bool norm_topk_prob = W.file().get_bool_or(hp_.arch + ".expert_weights_norm", true);
+    embed_tokens_ = Embedding::load(W);
+    for (int il = 0; il < hp_.n_layer; ++il) {
+      Layer L;
+      L.input_layernorm = RmsNorm::load(W, blk_name(il, "attn_norm"), hp_.rms_eps);
+      L.self_attn = Attention::load(W, il, spec);
+      L.post_attention_layernorm = RmsNorm::load(W, blk_name(il, "ffn_norm"), hp_.rms_eps);
+      L.mlp = MoeFfn::load(W, il, hp_, norm_topk_prob);  // every layer sparse
+      layers_.push_back(L);
+    }
+    lm_head_ = LmHead::load(W, embed_tokens_, hp_.rms_eps);
+  }
+
+  Tensor* build(Context& ctx, const Batch& b, KvCache& kv) const override {
+    const AttentionParams ap = AttentionParams::from(hp_);
+    Tensor* x = embed_tokens_.forward(ctx, b.tokens);  // [n_embd, n_tokens]
+    for (int il = 0; il < hp_.n_layer; ++il) {
+      const Layer& L = layers_[static_cast<size_t>(il)];
+      Tensor* h = L.self_attn.forward(ctx, L.input_layernorm.forward(ctx, x), b, kv, il, ap);
+      x = ops::add(ctx, x, h);
+      h = L.mlp.forward(ctx, L.post_attention_layernorm.forward(ctx, x));
+      x = ops::add(ctx, x, h);
+    }
+    return lm_head_.forward(ctx, x, b.out_rows);  // [n_vocab, n_out]
+  }
+
+ private:
+  struct Layer {
+    RmsNorm input_layernorm, post_attention_layernorm;
+    Attention self_attn;
+    MoeFfn mlp;
+  };
+  Embedding embed_tokens_;
+  std::vector<Layer> layers_;
+  LmHead lm_head_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_qwen3moe(std::shared_ptr<const gguf::File> file, Backend& backend) {
+  HParams hp = HParams::from_gguf(*file, ops::RopeMode::NEOX);  // rotate_half, as in Transformers
+  auto w = std::make_unique<Weights>(std::move(file), backend);
+  return std::make_unique<Qwen3Moe>(std::move(hp), std::move(w));
+}
+
+}  // namespace minfer::models

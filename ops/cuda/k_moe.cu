@@ -1,0 +1,145 @@
+// Mixture-of-experts kernels: TOP_K and MUL_MAT_ID. Same semantics as ops/cpu/k_moe.cpp; the
+// expert ids are read on the device only (nothing goes back to the host during compute), so a
+// captured graph replays for any routing.
+//
+// MUL_MAT_ID runs every (token, slot) pair as one matrix-vector product with its expert's slice:
+// block weights through the MMVQ machinery (mmvq_id in k_mmvq.cu: q8_1 activations, dp4a; a
+// pair's bits are the decode mul_mat's), float weights through a warp-per-row f32 matvec. This is
+// the simple correct form for prefill as well: each pair streams its expert's rows (the L2 keeps
+// experts several pairs share); grouping a batch's pairs by expert for the MMQ / GEMM paths is the
+// next step for prefill speed.
+#include <algorithm>
+#include <cmath>
+
+#include "ops/cuda/kernels.cuh"
+#include "ops/cuda/quant_device.cuh"
+
+namespace minfer::cuda {
+namespace {
+
+size_t align256(size_t v) { return (v + 255) / 256 * 256; }
+
+// ---------------------------------------------------------------- top_k
+
+// The documented total order of ops::top_k on (value, index) pairs: NaN first, then larger values,
+// then the lower index. Index -1 is "none" and ranks after everything.
+__device__ __forceinline__ bool ranks_before(float va, int ia, float vb, int ib) {
+  if (ia < 0) return false;
+  if (ib < 0) return true;
+  const bool na = isnan(va), nb = isnan(vb);
+  if (na || nb) return na && (!nb || ia < ib);
+  return va > vb || (va == vb && ia < ib);
+}
+
+// One warp per row. Pick r is the best element ranked after pick r - 1 (the order is strict and
+// total, so nothing needs marking): each lane scans its strided elements, then a butterfly
+// reduction leaves the same best pair in every lane.
+__global__ void top_k_kernel(TD x, int64_t k, int32_t* dst) {
+  const int lane = threadIdx.x;
+  int64_t i1, i2, i3;
+  split_row(blockIdx.x, x.ne, i1, i2, i3);
+  const char* row = td_row(x, i1, i2, i3);
+  const int n = static_cast<int>(x.ne[0]);
+  float pv = 0.0f;
+  int pi = -1;
+  for (int64_t r = 0; r < k; ++r) {
+    float bv = 0.0f;
+    int bi = -1;
+    for (int i = lane; i < n; i += 32) {
+      const float v = *reinterpret_cast<const float*>(row + i * x.nb[0]);
+      if ((pi < 0 || ranks_before(pv, pi, v, i)) && ranks_before(v, i, bv, bi)) {
+        bv = v;
+        bi = i;
+      }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (ranks_before(ov, oi, bv, bi)) {
+        bv = ov;
+        bi = oi;
+      }
+    }
+    if (lane == 0) dst[static_cast<int64_t>(blockIdx.x) * k + r] = bi;
+    pv = bv;
+    pi = bi;
+  }
+}
+
+// ---------------------------------------------------------------- mul_mat_id, float weights
+
+constexpr int kFloatRowsPerBlock = 4;  // one warp per weight row
+
+// Weights widened exactly and multiplied by the f32 activations in f32, as the CPU does.
+__global__ void mm_id_float_kernel(TD as, DType at, TD ids, TD b, DType bt, int64_t slot0, float* dst, ErrorSink sink) {
+  const int lane = threadIdx.x & 31;
+  const int64_t M = as.ne[1], K = as.ne[0];
+  const int64_t m = static_cast<int64_t>(blockIdx.x) * kFloatRowsPerBlock + (threadIdx.x >> 5);
+  if (m >= M) return;
+  const int64_t s = slot0 + blockIdx.y, k = ids.ne[0], j = s % k, t = s / k;
+  const int32_t e = *reinterpret_cast<const int32_t*>(ids.data + j * ids.nb[0] + t * ids.nb[1]);
+  if (e < 0 || e >= as.ne[2]) {
+    if (m == 0 && lane == 0) report_error(sink, kErrMulMatIdId, e, as.ne[2]);
+    if (lane == 0) dst[s * M + m] = __int_as_float(0x7fc00000);
+    return;
+  }
+  const char* w = as.data + m * as.nb[1] + static_cast<int64_t>(e) * as.nb[2];
+  const char* xr = b.data + (j % b.ne[1]) * b.nb[1] + t * b.nb[2];
+  float acc = 0.0f;
+  for (int64_t i = lane; i < K; i += 32)
+    acc = __fmaf_rn(load_scalar(at, w + i * as.nb[0]), load_scalar(bt, xr + i * b.nb[0]), acc);
+  const float v = warp_sum(acc);
+  if (lane == 0) dst[s * M + m] = v;
+}
+
+bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+}  // namespace
+
+void k_top_k(KernelContext& kc, Tensor& dst) {
+  const Tensor& x = *dst.src[0];
+  const int64_t rows = x.nrows();
+  if (rows == 0) return;
+  top_k_kernel<<<static_cast<unsigned>(rows), 32, 0, kc.stream>>>(td(x), dst.ne[0], static_cast<int32_t*>(dst.data));
+  kc.check_launch("top_k_kernel");
+}
+
+bool s_mul_mat_id(const Tensor& dst) {
+  const Tensor& as = *dst.src[0];
+  const Tensor& b = *dst.src[2];
+  if (b.type != DType::F32 && b.type != DType::F16) return false;
+  if (!is_float(as.type) && !mmvq_supported(as.type)) return false;
+  return as.nb[0] == dtype_type_size(as.type);
+}
+
+void k_mul_mat_id(KernelContext& kc, Tensor& dst) {
+  const Tensor& as = *dst.src[0];
+  const Tensor& ids = *dst.src[1];
+  const Tensor& b = *dst.src[2];
+  const int64_t K = as.ne[0], M = as.ne[1], slots = ids.ne[0] * ids.ne[1];
+  if (M == 0 || slots == 0) return;
+  float* out = static_cast<float*>(dst.data);
+  if (is_float(as.type)) {
+    constexpr int64_t kMaxGridY = 65535;
+    for (int64_t s0 = 0; s0 < slots; s0 += kMaxGridY) {
+      const dim3 grid(static_cast<unsigned>(ceil_div(M, kFloatRowsPerBlock)),
+                      static_cast<unsigned>(std::min(kMaxGridY, slots - s0)));
+      mm_id_float_kernel<<<grid, 32 * kFloatRowsPerBlock, 0, kc.stream>>>(td(as), as.type, td(ids), td(b), b.type, s0,
+                                                                          out, kc.sink());
+      kc.check_launch("mm_id_float_kernel");
+    }
+    return;
+  }
+  // The activations once as q8_1 planes (qs [rows][K] int8, ds [rows][K/32] float2), rows = the
+  // n_act rows of every token, as the decode mul_mat quantizes them.
+  const int64_t rows = b.ne[1] * b.ne[2];
+  const size_t qbytes = align256(static_cast<size_t>(rows * K));
+  char* s = static_cast<char*>(kc.scratch_bytes(qbytes + align256(static_cast<size_t>(rows * (K / 32)) * sizeof(float2))));
+  auto* qs = reinterpret_cast<int8_t*>(s);
+  auto* ds = reinterpret_cast<float2*>(s + qbytes);
+  quantize_q8_1(kc, td(b), b.type, qs, ds);
+  mmvq_id(kc, as, ids, qs, ds, b.ne[1], out);
+}
+
+}  // namespace minfer::cuda
