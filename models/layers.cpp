@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "gguf/gguf.h"
 #include "ops/ops.h"
 #include "runtime/kv_cache.h"
 
