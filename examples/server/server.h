@@ -46,8 +46,10 @@ struct ServerParams {
   int threads_http = 0;       ///< --threads-http; 0: n_parallel + queue + 8 (a waiting request holds a thread)
   bool access_log = true;     ///< one line per request (method, path, status, tokens, ms)
   std::function<void(const std::string&)> log;  ///< where access-log lines go; null: stderr
-  /// Defaults for fields a request leaves out: OpenAI's (temperature 1, no top-k/top-p/min-p).
-  SamplerParams sampling{.temp = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f};
+  /// Defaults for fields a request leaves out: llama-server's (temperature 0.8, top-k 40, top-p
+  /// 0.95, min-p 0.05: SamplerParams' defaults). Unfiltered sampling over a 152k vocabulary costs
+  /// the H200 host ~5 ms a 16-row step (docs/perf/2026-12-02-server-load.md).
+  SamplerParams sampling;
   int32_t n_predict = -1;     ///< max_tokens when a request gives none; -1: until the context ends
 };
 
