@@ -14,6 +14,8 @@ std::string blk_name(int il, std::string_view name, std::string_view kind) {
   return fmt::format("blk.{}.{}.{}", il, name, kind);
 }
 
+Tensor* residual_add(Context& ctx, Tensor* x, Tensor* h) { return ops::add(ctx, x, h); }
+
 RmsNorm RmsNorm::load(Weights& W, std::string_view name, float eps) { return {W.get(name), eps}; }
 
 Tensor* RmsNorm::forward(Context& ctx, Tensor* x) const { return ops::rms_norm(ctx, x, eps, weight); }

@@ -30,6 +30,9 @@ namespace minfer::models {
 /// blk_name(3, "attn_q", "bias") == "blk.3.attn_q.bias".
 std::string blk_name(int il, std::string_view name, std::string_view kind = "weight");
 
+/// x + h (ops::add), for the residual connections of the blocks below.
+Tensor* residual_add(Context& ctx, Tensor* x, Tensor* h);
+
 /// RMSNorm with a learned scale (Transformers' LlamaRMSNorm, Qwen2RMSNorm):
 /// y = x / sqrt(mean(x^2) + eps) * weight over dim 0.
 struct RmsNorm {
@@ -112,6 +115,28 @@ struct MoeFfn {
   static MoeFfn load(Weights& W, int il, const HParams& h, bool norm_topk_prob);
   /// x: f32 [n_embd, n_tokens] -> f32 [n_embd, n_tokens].
   Tensor* forward(Context& ctx, Tensor* x) const;
+};
+
+/// One pre-norm decoder layer, as Transformers' LlamaDecoderLayer / Qwen2DecoderLayer:
+///   x = x + self_attn(input_layernorm(x));  x = x + mlp(post_attention_layernorm(x)).
+/// Mlp: SwiGluFfn or MoeFfn (anything with forward(ctx, x) -> [n_embd, n_tokens]).
+template <typename Mlp>
+struct DecoderLayer {
+  RmsNorm input_layernorm, post_attention_layernorm;  ///< blk.il.attn_norm, blk.il.ffn_norm
+  Attention self_attn;
+  Mlp mlp;
+
+  /// Loads block il's norms and attention (Attention::load) around an already loaded `mlp`.
+  static DecoderLayer load(Weights& W, int il, const AttentionSpec& spec, float eps, Mlp mlp,
+                           Tensor* rope_freqs = nullptr) {
+    return {RmsNorm::load(W, blk_name(il, "attn_norm"), eps), RmsNorm::load(W, blk_name(il, "ffn_norm"), eps),
+            Attention::load(W, il, spec, rope_freqs), std::move(mlp)};
+  }
+  /// x: f32 [n_embd, n_tokens] -> f32 [n_embd, n_tokens]; Attention::forward's cache semantics.
+  Tensor* forward(Context& ctx, Tensor* x, const Batch& b, KvCache& kv, int il, const AttentionParams& p) const {
+    x = residual_add(ctx, x, self_attn.forward(ctx, input_layernorm.forward(ctx, x), b, kv, il, p));
+    return residual_add(ctx, x, mlp.forward(ctx, post_attention_layernorm.forward(ctx, x)));
+  }
 };
 
 struct Embedding {

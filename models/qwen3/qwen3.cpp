@@ -16,36 +16,20 @@ class Qwen3 final : public Model {
     AttentionSpec spec;
     spec.qk_norm = true;  // attn_q_norm / attn_k_norm: RMSNorm over each head's head_dim
     embed_tokens_ = Embedding::load(W);
-    for (int il = 0; il < hp_.n_layer; ++il) {
-      Layer L;
-      L.input_layernorm = RmsNorm::load(W, blk_name(il, "attn_norm"), hp_.rms_eps);
-      L.self_attn = Attention::load(W, il, spec);
-      L.post_attention_layernorm = RmsNorm::load(W, blk_name(il, "ffn_norm"), hp_.rms_eps);
-      L.mlp = SwiGluFfn::load(W, il);
-      layers_.push_back(L);
-    }
+    for (int il = 0; il < hp_.n_layer; ++il)
+      layers_.push_back(Layer::load(W, il, spec, hp_.rms_eps, SwiGluFfn::load(W, il)));
     lm_head_ = LmHead::load(W, embed_tokens_, hp_.rms_eps);  // tied when output.weight is absent
   }
 
   Tensor* build(Context& ctx, const Batch& b, KvCache& kv) const override {
     const AttentionParams ap = AttentionParams::from(hp_);  // head_dim from attention.key_length
     Tensor* x = embed_tokens_.forward(ctx, b.tokens);      // [n_embd, n_tokens]
-    for (int il = 0; il < hp_.n_layer; ++il) {
-      const Layer& L = layers_[static_cast<size_t>(il)];
-      Tensor* h = L.self_attn.forward(ctx, L.input_layernorm.forward(ctx, x), b, kv, il, ap);
-      x = ops::add(ctx, x, h);
-      h = L.mlp.forward(ctx, L.post_attention_layernorm.forward(ctx, x));
-      x = ops::add(ctx, x, h);
-    }
+    for (int il = 0; il < hp_.n_layer; ++il) x = layers_[static_cast<size_t>(il)].forward(ctx, x, b, kv, il, ap);
     return lm_head_.forward(ctx, x, b.out_rows);  // [n_vocab, n_out]
   }
 
  private:
-  struct Layer {
-    RmsNorm input_layernorm, post_attention_layernorm;
-    Attention self_attn;
-    SwiGluFfn mlp;
-  };
+  using Layer = DecoderLayer<SwiGluFfn>;
   Embedding embed_tokens_;
   std::vector<Layer> layers_;
   LmHead lm_head_;

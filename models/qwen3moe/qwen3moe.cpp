@@ -20,36 +20,20 @@ class Qwen3Moe final : public Model {
     // release sets it); expert_weights_norm is llama.cpp's key for models that may not.
     const bool norm_topk_prob = W.file().get_bool_or(hp_.arch + ".expert_weights_norm", true);
     embed_tokens_ = Embedding::load(W);
-    for (int il = 0; il < hp_.n_layer; ++il) {
-      Layer L;
-      L.input_layernorm = RmsNorm::load(W, blk_name(il, "attn_norm"), hp_.rms_eps);
-      L.self_attn = Attention::load(W, il, spec);
-      L.post_attention_layernorm = RmsNorm::load(W, blk_name(il, "ffn_norm"), hp_.rms_eps);
-      L.mlp = MoeFfn::load(W, il, hp_, norm_topk_prob);  // every layer sparse
-      layers_.push_back(L);
-    }
+    for (int il = 0; il < hp_.n_layer; ++il)
+      layers_.push_back(Layer::load(W, il, spec, hp_.rms_eps, MoeFfn::load(W, il, hp_, norm_topk_prob)));
     lm_head_ = LmHead::load(W, embed_tokens_, hp_.rms_eps);
   }
 
   Tensor* build(Context& ctx, const Batch& b, KvCache& kv) const override {
     const AttentionParams ap = AttentionParams::from(hp_);
     Tensor* x = embed_tokens_.forward(ctx, b.tokens);  // [n_embd, n_tokens]
-    for (int il = 0; il < hp_.n_layer; ++il) {
-      const Layer& L = layers_[static_cast<size_t>(il)];
-      Tensor* h = L.self_attn.forward(ctx, L.input_layernorm.forward(ctx, x), b, kv, il, ap);
-      x = ops::add(ctx, x, h);
-      h = L.mlp.forward(ctx, L.post_attention_layernorm.forward(ctx, x));
-      x = ops::add(ctx, x, h);
-    }
+    for (int il = 0; il < hp_.n_layer; ++il) x = layers_[static_cast<size_t>(il)].forward(ctx, x, b, kv, il, ap);
     return lm_head_.forward(ctx, x, b.out_rows);  // [n_vocab, n_out]
   }
 
  private:
-  struct Layer {
-    RmsNorm input_layernorm, post_attention_layernorm;
-    Attention self_attn;
-    MoeFfn mlp;
-  };
+  using Layer = DecoderLayer<MoeFfn>;
   Embedding embed_tokens_;
   std::vector<Layer> layers_;
   LmHead lm_head_;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <ostream>
 #include <random>
@@ -16,6 +17,18 @@ inline void PrintTo(DType t, std::ostream* os) { *os << dtype_name(t); }
 }  // namespace minfer
 
 namespace minfer::test {
+
+/// The message of the exception f() throws, "" when it throws none (error-path tests look for the
+/// op name and the shapes in it).
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
 
 /// The fixtures folder: $MINFER_FIXTURES, else the configure-time default (../shared/fixtures).
 std::filesystem::path fixtures_dir();

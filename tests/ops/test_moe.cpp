@@ -206,16 +206,6 @@ INSTANTIATE_TEST_SUITE_P(EveryWeightDtype, OpMulMatIdDtype,
                                            DType::Q6_K),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
-
 TEST(OpMoe, BadShapesAndDtypesNameTheOp) {
   Context c;
   Tensor* as = c.new_tensor(DType::F16, {64, 16, 4}, "exps");

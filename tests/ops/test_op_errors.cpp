@@ -1,20 +1,11 @@
 // Misuse gives clear errors that name the op and the shapes.
 #include <gtest/gtest.h>
 
+#include "common/test_util.h"
 #include "ops/ops.h"
 
 namespace minfer::test {
 namespace {
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(OpErrors, ShapeMismatchesNameTheOpAndShapes) {
   Context c;
