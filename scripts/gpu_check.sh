@@ -243,35 +243,24 @@ step_attnprof() {
 }
 
 # Per-kernel times and DRAM bandwidth of one pp512 + a few decode steps (ncu, 2-layer 7B shape).
-step_profile() {
-  local gguf="$models/qwen2.5-7b-2layers.gguf"
-  local t0=$SECONDS
-  [[ -f $gguf ]] || .dev/bin/minfer-mkmodel -q -o "$gguf" --shape qwen2.5-7b --n-layer 2 >"$out/mkmodel-2l.log" 2>&1
-  local ncu
-  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-  [[ -n $ncu ]] || { row profile FAIL "no ncu"; return; }
-  MINFER_CUDA_GRAPH=0 timeout 240 "$ncu" --clock-control none --csv \
-    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
-    .dev/bin/minfer-bench -m "$gguf" --device cuda -p 512 -n 4 -r 1 >"$out/ncu.csv" 2>"$out/ncu.err"
-  local rc=$?
-  row "ncu profile (2-layer 7B shape)" "rc $rc" "$((SECONDS - t0)) s"
-  python3 scripts/ncu_summary.py "$out/ncu.csv" 30 2>&1 | sed 's/^/    /' | tee -a "$summary" >/dev/null
-  [[ $rc == 0 ]] || tail -3 "$out/ncu.err" | sed 's/^/    /' | tee -a "$summary" >/dev/null
-}
-
-step_decprof() {
-  local gguf="$models/qwen2.5-7b-2layers.gguf" t0=$SECONDS ncu
+# ncu_bench <label> <csv> <minfer-bench args...>: per-kernel time and DRAM traffic of a minfer-bench
+# run on the 2-layer 7B shape (graphs off, so every launch is profiled), summarized per kernel.
+ncu_bench() {
+  local label=$1 csv=$2 gguf="$models/qwen2.5-7b-2layers.gguf" t0=$SECONDS ncu
+  shift 2
   [[ -f $gguf ]] || .dev/bin/minfer-mkmodel -q -o "$gguf" --shape qwen2.5-7b --n-layer 2 >"$out/mkmodel-2l.log" 2>&1
   ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-  [[ -n $ncu ]] || { row decprof FAIL "no ncu"; return; }
+  [[ -n $ncu ]] || { row "$label" FAIL "no ncu"; return; }
   MINFER_CUDA_GRAPH=0 timeout 240 "$ncu" --clock-control none --csv \
     --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
-    .dev/bin/minfer-bench -m "$gguf" --device cuda -p 0 -n 4 -v 16 -r 1 >"$out/ncu-dec.csv" 2>"$out/ncu-dec.err"
+    .dev/bin/minfer-bench -m "$gguf" --device cuda "$@" >"$out/$csv" 2>"$out/$csv.err"
   local rc=$?
-  row "ncu decode/verify16 (2-layer 7B)" "rc $rc" "$((SECONDS - t0)) s"
-  python3 scripts/ncu_summary.py "$out/ncu-dec.csv" 30 2>&1 | sed 's/^/    /' | tee -a "$summary" >/dev/null
-  [[ $rc == 0 ]] || tail -3 "$out/ncu-dec.err" | sed 's/^/    /' | tee -a "$summary" >/dev/null
+  row "$label" "rc $rc" "$((SECONDS - t0)) s"
+  python3 scripts/ncu_summary.py "$out/$csv" 30 2>&1 | sed 's/^/    /' | tee -a "$summary" >/dev/null
+  [[ $rc == 0 ]] || tail -3 "$out/$csv.err" | sed 's/^/    /' | tee -a "$summary" >/dev/null
 }
+step_profile() { ncu_bench "ncu profile (2-layer 7B shape)" ncu.csv -p 512 -n 4 -r 1; }
+step_decprof() { ncu_bench "ncu decode/verify16 (2-layer 7B)" ncu-dec.csv -p 0 -n 4 -v 16 -r 1; }
 
 # Speculative decoding on the fixture pair, then what a verify batch of N tokens costs.
 step_spec() {
