@@ -22,11 +22,12 @@ Tensor* RmsNorm::forward(Context& ctx, Tensor* x) const { return ops::rms_norm(c
 
 AttentionParams AttentionParams::from(const HParams& h) {
   AttentionParams p;
-  p.qkv.n_head = h.n_head;
-  p.qkv.n_head_kv = h.n_head_kv;
-  p.qkv.head_dim = h.head_dim;
-  p.qkv.rope = h.rope_params();  // the mode the model gave HParams, the GGUF's scaling, the overrides
-  p.qkv.norm_eps = h.rms_eps;    // q_norm / k_norm are the model's RMSNorm (read only when present)
+  p.n_head = h.n_head;
+  p.n_head_kv = h.n_head_kv;
+  p.head_dim = h.head_dim;
+  p.rope = h.rope_params();  // the mode the model gave HParams, the GGUF's scaling, the overrides
+  if (p.rope.n_rot == 0) p.rope.n_rot = h.head_dim;
+  p.norm_eps = h.rms_eps;  // q_norm / k_norm are the model's RMSNorm (read only when present)
   p.head_dim_v = h.head_dim_v;
   p.kq_scale = 1.0f / std::sqrt(static_cast<float>(h.head_dim));
   return p;
@@ -34,31 +35,68 @@ AttentionParams AttentionParams::from(const HParams& h) {
 
 Attention Attention::load(Weights& W, int il, const AttentionSpec& spec, Tensor* rope_freqs) {
   Attention a;
-  // One tensor for wq|wk|wv when the dtypes allow it: ops::qkv then runs one matmul.
+  // One tensor for wq|wk|wv when the dtypes allow it: forward() then runs one matmul.
   auto qkv = W.get_concat_rows({blk_name(il, "attn_q"), blk_name(il, "attn_k"), blk_name(il, "attn_v")});
-  a.qkv.wq = qkv[0];
-  a.qkv.wk = qkv[1];
-  a.qkv.wv = qkv[2];
+  a.wq = qkv[0];
+  a.wk = qkv[1];
+  a.wv = qkv[2];
   if (spec.qkv_bias) {
-    a.qkv.bq = W.get(blk_name(il, "attn_q", "bias"));
-    a.qkv.bk = W.get(blk_name(il, "attn_k", "bias"));
-    a.qkv.bv = W.get(blk_name(il, "attn_v", "bias"));
+    a.bq = W.get(blk_name(il, "attn_q", "bias"));
+    a.bk = W.get(blk_name(il, "attn_k", "bias"));
+    a.bv = W.get(blk_name(il, "attn_v", "bias"));
   }
   if (spec.qk_norm) {
-    a.qkv.q_norm = W.get(blk_name(il, "attn_q_norm"));
-    a.qkv.k_norm = W.get(blk_name(il, "attn_k_norm"));
+    a.q_norm = W.get(blk_name(il, "attn_q_norm"));
+    a.k_norm = W.get(blk_name(il, "attn_k_norm"));
   }
-  a.qkv.rope_freqs = rope_freqs;
+  a.rope_freqs = rope_freqs;
   a.wo = W.get(blk_name(il, "attn_output"));
   return a;
 }
 
+namespace {
+
+// Rows [row0, row0 + heads * hd) of the f32 projection m [rows, n_tokens] as heads
+// [hd, heads, n_tokens] (a strided view: no copy).
+Tensor* heads_of(Context& ctx, Tensor* m, int64_t row0, int64_t heads, int64_t hd) {
+  return view(ctx, m, {hd, heads, m->ne[1]}, {static_cast<size_t>(hd) * sizeof(float), m->nb[1]},
+              static_cast<size_t>(row0) * sizeof(float));
+}
+
+}  // namespace
+
+Attention::Projected Attention::project(Context& ctx, Tensor* x, Tensor* pos, Tensor* cells, Tensor* k_cache,
+                                        Tensor* v_cache, const AttentionParams& p) const {
+  const int64_t hd = p.head_dim, hdv = p.head_dim_v, nq = p.n_head * hd, nk = p.n_head_kv * hd;
+  Tensor *q, *k, *v;
+  Tensor* wqk = adjacent_rows(ctx, wq, wk);
+  if (Tensor* wqkv = wqk ? adjacent_rows(ctx, wqk, wv) : nullptr) {  // q_proj|k_proj|v_proj as one matmul
+    Tensor* m = ops::mul_mat(ctx, wqkv, x);
+    q = heads_of(ctx, m, 0, p.n_head, hd);
+    k = heads_of(ctx, m, nq, p.n_head_kv, hd);
+    v = heads_of(ctx, m, nq + nk, p.n_head_kv, hdv);
+  } else {
+    q = heads_of(ctx, ops::mul_mat(ctx, wq, x), 0, p.n_head, hd);
+    k = heads_of(ctx, ops::mul_mat(ctx, wk, x), 0, p.n_head_kv, hd);
+    v = heads_of(ctx, ops::mul_mat(ctx, wv, x), 0, p.n_head_kv, hdv);
+  }
+  // Biases are per output row, i.e. [head_dim, heads] broadcast over the tokens.
+  if (bq) q = ops::add(ctx, q, reshape(ctx, bq, {hd, p.n_head}));
+  if (bk) k = ops::add(ctx, k, reshape(ctx, bk, {hd, p.n_head_kv}));
+  if (bv) v = ops::add(ctx, v, reshape(ctx, bv, {hdv, p.n_head_kv}));
+  if (q_norm) q = ops::rms_norm(ctx, q, p.norm_eps, q_norm);
+  if (k_norm) k = ops::rms_norm(ctx, k, p.norm_eps, k_norm);
+  q = ops::rope(ctx, q, pos, p.rope, rope_freqs);
+  k = ops::rope(ctx, k, pos, p.rope, rope_freqs);
+  return {q, ops::kv_store(ctx, k_cache, k, cells), ops::kv_store(ctx, v_cache, v, cells)};
+}
+
 Tensor* Attention::forward(Context& ctx, Tensor* x, const Batch& b, KvCache& kv, int il, const AttentionParams& p) const {
-  // q/k/v (+ bias, + q/k RMSNorm), RoPE and the KV store in one op; its decomposition is
-  // ops/lower.cpp, and the CUDA backend has a fused kernel for it.
-  Tensor* q = ops::qkv(ctx, x, qkv, b.pos, b.cells, kv.k(il), kv.v(il), p.qkv);
-  Tensor* a = ops::attention(ctx, q, kv.k(il), kv.v(il), b.pos, b.seq, kv.block_table(), kv.block_size(), p.kq_scale);
-  a = reshape(ctx, a, {static_cast<int64_t>(p.head_dim_v) * p.qkv.n_head, b.tokens->ne[0]});
+  const Projected pr = project(ctx, x, b.pos, b.cells, kv.k(il), kv.v(il), p);
+  // The stores alias the caches: attention reads them, so it runs after both.
+  Tensor* a = ops::attention(ctx, pr.q, pr.k_store, pr.v_store, b.pos, b.seq, kv.block_table(), kv.block_size(),
+                             p.kq_scale);
+  a = reshape(ctx, a, {static_cast<int64_t>(p.head_dim_v) * p.n_head, b.tokens->ne[0]});
   return ops::mul_mat(ctx, wo, a);
 }
 
@@ -67,7 +105,18 @@ SwiGluFfn SwiGluFfn::load(Weights& W, int il) {
   return {gu[0], gu[1], W.get(blk_name(il, "ffn_down"))};
 }
 
-Tensor* SwiGluFfn::forward(Context& ctx, Tensor* x) const { return ops::ffn_swiglu(ctx, x, gate, up, down); }
+Tensor* SwiGluFfn::forward(Context& ctx, Tensor* x) const {
+  Tensor* h;
+  if (Tensor* gu = adjacent_rows(ctx, gate, up)) {  // gate_proj|up_proj as one matmul
+    Tensor* m = ops::mul_mat(ctx, gu, x);
+    const int64_t n_ff = gate->ne[1];
+    h = ops::swiglu(ctx, view(ctx, m, {n_ff, x->ne[1]}, {m->nb[1]}, 0),
+                    view(ctx, m, {n_ff, x->ne[1]}, {m->nb[1]}, static_cast<size_t>(n_ff) * sizeof(float)));
+  } else {
+    h = ops::swiglu(ctx, ops::mul_mat(ctx, gate, x), ops::mul_mat(ctx, up, x));
+  }
+  return ops::mul_mat(ctx, down, h);
+}
 
 MoeFfn MoeFfn::load(Weights& W, int il, const HParams& h, bool norm_topk_prob) {
   if (h.n_expert <= 0 || h.n_ff_exp <= 0 || h.n_expert_used <= 0)

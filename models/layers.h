@@ -3,10 +3,11 @@
 // files compose their modules (LlamaRMSNorm, LlamaAttention, LlamaMLP, embed_tokens, lm_head).
 //
 // Each block loads its weights by GGUF name (llama.cpp's converter names: blk.<il>.attn_q, ...)
-// and records its forward pass. The blocks record the fused library ops (ops::qkv,
-// ops::attention, ops::ffn_swiglu) so that backends with fused kernels run them as such; what
-// differs between families (q/k/v bias, q/k RMSNorm, RoPE mode and frequency factors, head
-// dims, tied output) is data in the block, not a branch in an op.
+// and records its forward pass in basic ops (matmul, add, rms_norm, rope, kv_store, attention,
+// swiglu); a backend with fused kernels finds their patterns when it rewrites the graph
+// (Backend::rewrite), so nothing here names a fused op. What differs between families (q/k/v
+// bias, q/k RMSNorm, RoPE mode and frequency factors, head dims, tied output) is data in the
+// block, not a branch in an op.
 //
 // Shapes follow tensor/tensor.h: ne[0] innermost, hidden states f32 [n_embd, n_tokens].
 // Loading throws what Weights::get throws (a message naming the missing tensor and the file).
@@ -15,7 +16,7 @@
 #include <string>
 #include <string_view>
 
-#include "ops/fused.h"
+#include "ops/rope.h"
 #include "runtime/model.h"
 #include "runtime/weights.h"
 #include "tensor/context.h"
@@ -56,8 +57,12 @@ struct AttentionSpec {
 /// is built (never cached in the constructor): RoPE overrides (Model::override_rope) change
 /// HParams after loading.
 struct AttentionParams {
-  ops::QkvParams qkv;      ///< n_head, n_head_kv, head_dim, RoPE (HParams::rope_params), q/k norm eps
+  int32_t n_head = 0;
+  int32_t n_head_kv = 0;
+  int32_t head_dim = 0;    ///< attention.key_length (q and k)
   int32_t head_dim_v = 0;  ///< attention.value_length
+  ops::RopeParams rope;    ///< HParams::rope_params: the model's mode, the GGUF's scaling, the overrides
+  float norm_eps = 1e-6f;  ///< q_norm / k_norm epsilon (the model's RMSNorm one)
   float kq_scale = 0;      ///< the score scale: 1 / sqrt(head_dim), as Transformers' `scaling`
 
   /// Heads, head dims, RoPE (mode, base, scaling) and rms_eps from `h`; kq_scale 1 / sqrt(head_dim).
@@ -69,9 +74,17 @@ struct AttentionParams {
 /// frequency factors), the KV-cache store, causal attention, the output projection.
 struct Attention {
   /// wq|wk|wv: one concatenated tensor's row views when their dtypes match (one matmul), else
-  /// three tensors; bq/bk/bv, q_norm/k_norm and rope_freqs are null when absent.
-  ops::QkvWeights qkv;
-  Tensor* wo = nullptr;  ///< attn_output [n_head * head_dim_v, n_embd]
+  /// three tensors: [n_embd, n_head * head_dim], [n_embd, n_head_kv * head_dim] (k and v).
+  Tensor* wq = nullptr;
+  Tensor* wk = nullptr;
+  Tensor* wv = nullptr;
+  Tensor* bq = nullptr;  ///< optional biases (Qwen2), f32 [rows of the matching weight]
+  Tensor* bk = nullptr;
+  Tensor* bv = nullptr;
+  Tensor* q_norm = nullptr;  ///< optional per-head RMSNorm weights (Qwen3), f32 [head_dim]
+  Tensor* k_norm = nullptr;
+  Tensor* rope_freqs = nullptr;  ///< optional RoPE frequency factors (Llama 3), f32 [n_rot / 2]
+  Tensor* wo = nullptr;          ///< attn_output [n_head * head_dim_v, n_embd]
 
   /// Loads block il's attn_q, attn_k, attn_v, attn_output, and the biases / q,k norms that
   /// `spec` names (all required when named). rope_freqs: optional f32 [n_rot / 2] frequency
@@ -82,6 +95,17 @@ struct Attention {
   /// layer il of `kv` at b.cells, lets each token attend to its own sequence's positions 0..pos,
   /// and returns the output projection f32 [n_embd, n_tokens] (the residual is the caller's).
   Tensor* forward(Context& ctx, Tensor* x, const Batch& b, KvCache& kv, int il, const AttentionParams& p) const;
+
+  /// What forward() feeds the attention: the q/k/v projections (+ bias, + q/k RMSNorm), RoPE of
+  /// q and k at `pos`, and the stores of k and v into the caches ([head_dim, n_head_kv, n_cells])
+  /// at `cells`. q: f32 [head_dim, n_head, n_tokens]; k_store / v_store alias the caches.
+  struct Projected {
+    Tensor* q;
+    Tensor* k_store;
+    Tensor* v_store;
+  };
+  Projected project(Context& ctx, Tensor* x, Tensor* pos, Tensor* cells, Tensor* k_cache, Tensor* v_cache,
+                    const AttentionParams& p) const;
 };
 
 /// The SwiGLU MLP (Transformers' LlamaMLP): down(silu(gate(x)) * up(x)).

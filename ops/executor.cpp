@@ -1,16 +1,14 @@
 #include "ops/executor.h"
 
-#include "ops/lower.h"
-
 namespace minfer {
 
 void Executor::allocate(Context& ctx, Graph& g) {
-  ops::lower_fused(ctx, g, backend_);
+  backend_.rewrite(ctx, g);
   galloc_.allocate(g);
 }
 
 void Executor::reserve(Context& ctx, Graph& g) {
-  ops::lower_fused(ctx, g, backend_);
+  backend_.rewrite(ctx, g);
   galloc_.reserve(g);
 }
 

@@ -1,11 +1,12 @@
-// Executor: runs graphs on one backend — lowers fused ops the backend lacks, allocates through
-// a GraphAllocator (layout reused for equal graphs), computes.
+// Executor: runs graphs on one backend — the backend rewrites the graph into its fused kernels,
+// a GraphAllocator gives every tensor and kernel workspace storage (layout reused for equal
+// graphs), the backend computes.
 //
 //   Context ctx;                         // per step: record the graph
 //   Tensor* ids = ctx.new_tensor(DType::I32, {n}); ids->flags |= kTensorInput;
 //   Tensor* out = model(ctx, ids, ...);
 //   Graph g({out});
-//   exec.allocate(ctx, g);               // storage for every node and input
+//   exec.allocate(ctx, g);               // rewrite, then storage for every node and input
 //   backend.set_tensor(*ids, ...);       // fill inputs
 //   exec.compute(g);                     // run
 #pragma once
@@ -24,11 +25,11 @@ class Executor {
   Backend& backend() { return backend_; }
   GraphAllocator& allocator() { return galloc_; }
 
-  /// Lowers fused nodes the backend has no kernel for (recording their decompositions in `ctx`)
-  /// and assigns storage to every node and input of `g`.
+  /// Lets the backend rewrite `g` (Backend::rewrite, new nodes recorded in `ctx`) and assigns
+  /// storage to every node, input and kernel workspace of it.
   void allocate(Context& ctx, Graph& g);
 
-  /// Measure pass for a worst-case graph: lowers it and reserves arena space for it once.
+  /// Measure pass for a worst-case graph: rewrites it and reserves arena space for it once.
   void reserve(Context& ctx, Graph& g);
 
   /// Computes an allocated graph.

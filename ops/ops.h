@@ -3,7 +3,6 @@
 
 #include "ops/attention.h"
 #include "ops/basic.h"
-#include "ops/fused.h"
 #include "ops/matmul.h"
 #include "ops/moe.h"
 #include "ops/norm.h"

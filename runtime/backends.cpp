@@ -17,16 +17,20 @@ bool cuda_available() {
 #endif
 }
 
-std::unique_ptr<Backend> create_backend(std::string_view device, int n_threads) {
-  if (device == "cpu") return std::make_unique<CpuBackend>(n_threads);
-  if (device == "auto") return cuda_available() ? create_backend("cuda", n_threads) : create_backend("cpu", n_threads);
+std::unique_ptr<Backend> create_backend(std::string_view device, const BackendOptions& options) {
+  if (device == "cpu") return std::make_unique<CpuBackend>(options.n_threads);
+  if (device == "auto") return create_backend(cuda_available() ? "cuda" : "cpu", options);
   if (device.substr(0, 4) == "cuda") {
 #ifdef MINFER_HAVE_CUDA
     int index = 0;
     if (device.size() > 5 && device[4] == ':') index = std::stoi(std::string(device.substr(5)));
     if (cuda::device_count() <= index)
       throw std::runtime_error(fmt::format("--device {}: no such CUDA device ({} found)", device, cuda::device_count()));
-    return std::make_unique<CudaBackend>(index);
+    CudaOptions o;
+    o.graphs = options.cuda_graphs;
+    o.fusion = options.fusion;
+    o.profile = options.cuda_profile;
+    return std::make_unique<CudaBackend>(index, o);
 #else
     throw std::runtime_error(fmt::format("--device {}: this build has no CUDA backend (nvcc was not found when it was configured, or -DMINFER_CUDA=OFF)", device));
 #endif

@@ -5,17 +5,14 @@
 #include <cstring>
 
 #include "gguf/gguf.h"
-#include "ops/cpu/cpu_backend.h"
 
 namespace minfer {
 
 Weights::Weights(std::shared_ptr<const gguf::File> file, Backend& backend) : file_(std::move(file)), backend_(backend) {
-  if (backend_.is_host()) {
-    // One buffer over the whole mapping: tensors point into it.
-    auto bytes = file_->bytes();
-    if (auto* cpu = dynamic_cast<CpuBackend*>(&backend_))
-      mapping_ = cpu->wrap_host_memory(const_cast<uint8_t*>(bytes.data()), bytes.size());
-  }
+  // One buffer over the whole mapping when the backend computes on host memory: tensors point
+  // into it. Otherwise every tensor is copied into backend memory as it is loaded.
+  auto bytes = file_->bytes();
+  mapping_ = backend_.wrap_host_memory(const_cast<uint8_t*>(bytes.data()), bytes.size());
 }
 
 Weights::~Weights() = default;

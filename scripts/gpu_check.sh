@@ -28,9 +28,8 @@
 #   BLOCK_SIZES="16 32" in the environment: the block sizes the batched step sweeps (default 16 32 64 128;
 #   empty: none)
 #   LLAMA=DIR in the environment: the same batched/table runs with llama.cpp's binaries in DIR/build/bin
-#   AB=1 in the environment adds bench runs with MINFER_CUDA_GRAPH=0, MINFER_CUDA_FUSED=0 and
-#   MINFER_CUDA_MMVQ_R2=1;
-#   PROF=1 adds one with MINFER_CUDA_PROFILE=1 (host vs GPU time per graph).
+#   AB=1 in the environment adds bench runs with --no-cuda-graphs and --no-fusion;
+#   PROF=1 adds one with --cuda-profile (host vs GPU time per graph).
 #   env      nvidia-smi and library checks only
 # Logs go to $OUT (or /tmp/gpu_check): one file per step plus summary.txt; the summary table is
 # printed last.
@@ -94,19 +93,19 @@ bench_model() {
   fi
   row "mkmodel $label" ok "$((SECONDS - t0)) s, $(du -h "$gguf" | cut -f1)"
   local variants=("default")
-  [[ -n ${AB:-} ]] && variants+=(MINFER_CUDA_GRAPH=0 MINFER_CUDA_FUSED=0 MINFER_CUDA_MMVQ_R2=1)
-  [[ -n ${PROF:-} ]] && variants+=(MINFER_CUDA_PROFILE=1)
+  [[ -n ${AB:-} ]] && variants+=(--no-cuda-graphs --no-fusion)
+  [[ -n ${PROF:-} ]] && variants+=(--cuda-profile)
   for v in "${variants[@]}"; do
     t0=$SECONDS
-    local envs=()
-    [[ $v == default ]] || envs=("$v")
-    env "${envs[@]}" timeout 300 .dev/bin/minfer-bench -m "$gguf" --device cuda -p 512 -n 128 -r "${REPS:-3}" \
+    local flags=()
+    [[ $v == default ]] || flags=("$v")
+    timeout 300 .dev/bin/minfer-bench -m "$gguf" --device cuda -p 512 -n 128 -r "${REPS:-3}" "${flags[@]}" \
       >>"$out/bench-$label.log" 2>&1
     local rc=$?
     row "bench $label ($v)" "rc $rc" "$((SECONDS - t0)) s"
     grep -E '^\| .*(pp|tg)[0-9]' "$out/bench-$label.log" | tail -2 | sed 's/^/    /' | tee -a "$summary" >/dev/null
     [[ $rc == 0 ]] || tail -5 "$out/bench-$label.log" | sed 's/^/    /' | tee -a "$summary" >/dev/null
-    [[ $v == MINFER_CUDA_PROFILE=1 ]] && grep '^\[cuda profile\]' "$out/bench-$label.log" | sed 's/^/    /' | tee -a "$summary" >/dev/null
+    [[ $v == --cuda-profile ]] && grep '^\[cuda profile\]' "$out/bench-$label.log" | sed 's/^/    /' | tee -a "$summary" >/dev/null
   done
 }
 
@@ -234,9 +233,9 @@ step_attnprof() {
   [[ -n $ncu ]] || { row attnprof FAIL "no ncu"; return; }
   for a in "-p 8192 -n 0" "-p 0 -n 4 -d 4096" "-p 0 -n 4 -d 32768"; do
     # shellcheck disable=SC2086
-    MINFER_CUDA_GRAPH=0 timeout 240 "$ncu" --clock-control none --csv --kernel-name regex:attn_ \
+    timeout 240 "$ncu" --clock-control none --csv --kernel-name regex:attn_ \
       --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
-      .dev/bin/minfer-bench -m "$gguf" --device cuda $a -r 1 >"$out/ncu-attn.csv" 2>"$out/ncu-attn.err"
+      .dev/bin/minfer-bench -m "$gguf" --device cuda --no-cuda-graphs $a -r 1 >"$out/ncu-attn.csv" 2>"$out/ncu-attn.err"
     row "ncu attention $a" "rc $?" "$((SECONDS - t0)) s"
     python3 scripts/ncu_summary.py "$out/ncu-attn.csv" 10 2>&1 | sed 's/^/    /' | tee -a "$summary" >/dev/null
   done
@@ -251,9 +250,9 @@ ncu_bench() {
   [[ -f $gguf ]] || .dev/bin/minfer-mkmodel -q -o "$gguf" --shape qwen2.5-7b --n-layer 2 >"$out/mkmodel-2l.log" 2>&1
   ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   [[ -n $ncu ]] || { row "$label" FAIL "no ncu"; return; }
-  MINFER_CUDA_GRAPH=0 timeout 240 "$ncu" --clock-control none --csv \
+  timeout 240 "$ncu" --clock-control none --csv \
     --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
-    .dev/bin/minfer-bench -m "$gguf" --device cuda "$@" >"$out/$csv" 2>"$out/$csv.err"
+    .dev/bin/minfer-bench -m "$gguf" --device cuda --no-cuda-graphs "$@" >"$out/$csv" 2>"$out/$csv.err"
   local rc=$?
   row "$label" "rc $rc" "$((SECONDS - t0)) s"
   python3 scripts/ncu_summary.py "$out/$csv" 30 2>&1 | sed 's/^/    /' | tee -a "$summary" >/dev/null

@@ -42,8 +42,9 @@ std::unique_ptr<Buffer> allocate_tensors(Context& ctx, Backend& backend) {
     bind_tensor(t, *buf, off);
     off += t.nbytes();
   }
+  // Views of nodes get their data when a graph allocator places the node.
   for (Tensor& t : ctx)
-    if (t.view_src && !t.data) resolve_view(t);
+    if (t.view_src && !t.data && t.view_src->op == Op::NONE) resolve_view(t);
   return buf;
 }
 

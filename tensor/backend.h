@@ -17,6 +17,7 @@
 namespace minfer {
 
 class Backend;
+class Context;
 
 /// A block of backend memory. Tensors point into it; it outlives them.
 class Buffer {
@@ -48,6 +49,15 @@ class Backend {
   /// Allocates `bytes` (at least one byte is reserved for 0). Throws OutOfMemoryError.
   virtual std::unique_ptr<Buffer> alloc_buffer(size_t bytes) = 0;
 
+  /// A buffer over caller-owned host memory that this backend computes on in place (a mapped
+  /// GGUF: weights are used where they lie), or nullptr when it cannot (a device backend; the
+  /// caller then copies into alloc_buffer() memory). The memory must outlive the buffer.
+  virtual std::unique_ptr<Buffer> wrap_host_memory(void* base, size_t size) {
+    (void)base;
+    (void)size;
+    return nullptr;
+  }
+
   /// Copies `n` bytes from host `src` into `t` at byte `offset` of its storage span. `t` must be
   /// contiguous in the copied range (the caller's job); throws std::out_of_range past nbytes().
   virtual void set_tensor(Tensor& t, const void* src, size_t offset, size_t n) = 0;
@@ -55,6 +65,22 @@ class Backend {
 
   /// True when this backend has a kernel for `node` (op, dtypes, layout).
   virtual bool supports_op(const Tensor& node) const = 0;
+
+  /// The one place fusion happens: before allocation, replaces patterns of basic ops in `g` by
+  /// the backend's fused ops (tensor/op.h), recording new nodes in `ctx` (which owns g's nodes)
+  /// and rebuilding g's order. Consumers outside the pattern see the same values. Must be
+  /// idempotent (an already rewritten graph is left as it is). Default: no rewrite.
+  virtual void rewrite(Context& ctx, Graph& g) const {
+    (void)ctx;
+    (void)g;
+  }
+
+  /// Bytes of kernel workspace `node` needs while it computes (0: none). The graph allocator
+  /// plans it in the arena like a tensor alive at that node only and sets node.work.
+  virtual size_t workspace_bytes(const Tensor& node) const {
+    (void)node;
+    return 0;
+  }
 
   /// Evaluates every node of `g` in order. All tensors must have data. Throws OpError naming the
   /// node when a kernel is missing or rejects its operands.
@@ -65,8 +91,9 @@ class Backend {
 };
 
 /// Assigns storage to every leaf (op NONE) of `ctx` that has none and is not a view (weights, test
-/// inputs), packed into one new buffer of `backend`; views are pointed into their source. Returns
-/// nullptr when nothing needed storage.
+/// inputs), packed into one new buffer of `backend`; views of leaves are pointed into their source
+/// (views of nodes are placed with the node by the graph allocator). Returns nullptr when nothing
+/// needed storage.
 std::unique_ptr<Buffer> allocate_tensors(class Context& ctx, Backend& backend);
 
 /// Points `t` (not a view) at `base + offset` of `buffer` and every view of it is resolved later

@@ -139,4 +139,14 @@ Tensor* slice(Context& ctx, Tensor* a, int dim, int64_t start, int64_t len) {
   return ctx.new_view(Op::VIEW, a, a->type, ne, a->nb, offset);
 }
 
+Tensor* adjacent_rows(Context& ctx, Tensor* a, Tensor* b) {
+  if (!a || !b || !a->view_src || a->view_src != b->view_src) return nullptr;
+  if (a->type != b->type || a->ne[0] != b->ne[0] || !a->is_contiguous() || !b->is_contiguous()) return nullptr;
+  if (a->ne[2] != 1 || a->ne[3] != 1 || b->ne[2] != 1 || b->ne[3] != 1) return nullptr;
+  Tensor* root = a->view_src;
+  if (!root->is_contiguous() || root->ne[0] != a->ne[0]) return nullptr;
+  if (b->view_offs != a->view_offs + a->nbytes()) return nullptr;
+  return ctx.new_view(Op::VIEW, root, a->type, {a->ne[0], a->ne[1] + b->ne[1], 1, 1}, a->nb, a->view_offs);
+}
+
 }  // namespace minfer

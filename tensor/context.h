@@ -65,4 +65,10 @@ Tensor* transpose(Context& ctx, Tensor* a);
 /// range, or when slicing dim 0 of a block dtype at a non-block boundary.
 Tensor* slice(Context& ctx, Tensor* a, int dim, int64_t start, int64_t len);
 
+/// If `a` and `b` are 2-D views of consecutive row ranges of the same contiguous storage (b's
+/// first row directly follows a's last) with the same dtype and row length, returns a view
+/// spanning both; otherwise nullptr. Models load concatenated weights this way (wq|wk|wv,
+/// gate|up: Weights::get_concat_rows) so that one matmul reads them.
+Tensor* adjacent_rows(Context& ctx, Tensor* a, Tensor* b);
+
 }  // namespace minfer

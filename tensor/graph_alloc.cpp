@@ -19,14 +19,14 @@ bool needs_storage(const Tensor* t, const Buffer* arena) {
 
 GraphAllocator::GraphAllocator(Backend& backend) : backend_(backend) { planner_.set_allow_grow(true); }
 
-std::vector<alloc::BufferRequest> GraphAllocator::requests_for(const Graph& g, std::vector<Tensor*>& owners) const {
+std::vector<alloc::BufferRequest> GraphAllocator::requests_for(const Graph& g, std::vector<Owner>& owners) const {
   owners.clear();
   std::unordered_map<const Tensor*, int32_t> req_of;
   std::vector<alloc::BufferRequest> reqs;
   const size_t align = backend_.alignment();
   auto add = [&](Tensor* t, int32_t step) {
     req_of[t] = static_cast<int32_t>(reqs.size());
-    owners.push_back(t);
+    owners.push_back({t, false});
     alloc::BufferRequest r{};
     r.size = t->nbytes();
     r.alignment = align;
@@ -47,6 +47,20 @@ std::vector<alloc::BufferRequest> GraphAllocator::requests_for(const Graph& g, s
       if (it == req_of.end()) continue;
       auto& r = reqs[static_cast<size_t>(it->second)];
       if (r.last_use != alloc::kForever && r.last_use < step) r.last_use = step;
+    }
+    // The kernel workspace lives at this node only; it is requested before the node's own
+    // storage so that nothing can take it over in place.
+    n->work = nullptr;
+    n->work_bytes = 0;
+    if (const size_t ws = backend_.workspace_bytes(*n); ws > 0) {
+      n->work_bytes = ws;
+      owners.push_back({n, true});
+      alloc::BufferRequest r{};
+      r.size = ws;
+      r.alignment = align;
+      r.first_use = step;
+      r.last_use = step;
+      reqs.push_back(r);
     }
     if (!needs_storage(n, arena_.get())) continue;
     add(n, step);
@@ -75,19 +89,27 @@ void GraphAllocator::ensure_arena(size_t bytes) {
 }
 
 void GraphAllocator::reserve(const Graph& g) {
-  std::vector<Tensor*> owners;
+  std::vector<Owner> owners;
   auto reqs = requests_for(g, owners);
   planner_.reserve(reqs);
   ensure_arena(planner_.arena_size());
 }
 
 void GraphAllocator::allocate(Graph& g) {
-  std::vector<Tensor*> owners;
+  std::vector<Owner> owners;
   auto reqs = requests_for(g, owners);
   const alloc::Layout& layout = planner_.allocate(reqs);
   ensure_arena(std::max(layout.arena_size, planner_.arena_size()));
   last_stats_ = layout.stats;
-  for (size_t i = 0; i < owners.size(); ++i) bind_tensor(*owners[i], *arena_, layout.offsets[i]);
+  for (size_t i = 0; i < owners.size(); ++i) {
+    if (!owners[i].work) {
+      bind_tensor(*owners[i].t, *arena_, layout.offsets[i]);
+      continue;
+    }
+    if (layout.offsets[i] + owners[i].t->work_bytes > arena_->size())
+      throw std::out_of_range(fmt::format("graph allocator: workspace of {} outside the arena", describe(*owners[i].t)));
+    owners[i].t->work = static_cast<char*>(arena_->base()) + layout.offsets[i];
+  }
   for (Tensor* t : g.nodes())
     if (t->view_src) resolve_view(*t);
   for (Tensor* t : g.leafs())

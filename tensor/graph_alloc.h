@@ -5,6 +5,7 @@
 // last consumer (views extend their source's life), never for outputs. An op that allows it
 // (op_allows_inplace) may take over its first source's storage when that source dies there.
 // Graph inputs created without data (token ids, positions) are allocated too, alive from step 0.
+// A node's kernel workspace (Backend::workspace_bytes) is a request alive at that node only.
 // Equal graphs (same request list) reuse the cached layout: no planning, no allocation per step.
 #pragma once
 
@@ -43,7 +44,12 @@ class GraphAllocator {
 
  private:
   struct Plan;
-  std::vector<alloc::BufferRequest> requests_for(const Graph& g, std::vector<Tensor*>& owners) const;
+  /// Who gets request i's offset: tensor t's storage, or (work) t's kernel workspace.
+  struct Owner {
+    Tensor* t;
+    bool work;
+  };
+  std::vector<alloc::BufferRequest> requests_for(const Graph& g, std::vector<Owner>& owners) const;
   void ensure_arena(size_t bytes);
 
   Backend& backend_;

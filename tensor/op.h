@@ -36,10 +36,13 @@ enum class Op : int32_t {
   TOP_K,       // ids of the k largest values of each row (MoE routing)
   MUL_MAT_ID,  // each token's activations times its selected experts' weights (MoE)
 
-  // Fused ops: each has a decomposition into basic ops (ops/lower.cpp) that a backend without
-  // a fused kernel runs instead.
-  FFN_SWIGLU,  // down(silu(gate x) * up x)
-  QKV,         // one matmul over wq|wk|wv (+bias, +q/k norm) + RoPE + KV store; yields Q
+  // Fused ops: no builder makes them. A backend's graph rewrite (Backend::rewrite) creates them
+  // from patterns of basic ops before allocation, for its own kernels; the CUDA patterns and
+  // sources are in ops/cuda/rewrite.cpp. Other backends never see them.
+  FFN_SWIGLU,     // down(silu(gate x) * up x) (+ residual)
+  QKV,            // q/k/v matmul(s) (+bias, +q/k norm) + RoPE + KV store of k and v; yields Q
+  MUL_MAT_ADD,    // a x + residual
+  RMS_NORM_Q8_1,  // rms_norm(x) * weight, written as the q8_1 planes its consumer's matmul reads
 
   COUNT
 };
@@ -61,7 +64,9 @@ constexpr bool op_allows_inplace(Op op) {
          op == Op::RMS_NORM || op == Op::SOFT_MAX || op == Op::ROPE;
 }
 
-/// True for ops that have a decomposition into basic ops.
-constexpr bool op_is_fused(Op op) { return op == Op::FFN_SWIGLU || op == Op::QKV; }
+/// True for the fused ops, which only a backend's graph rewrite creates.
+constexpr bool op_is_fused(Op op) {
+  return op == Op::FFN_SWIGLU || op == Op::QKV || op == Op::MUL_MAT_ADD || op == Op::RMS_NORM_Q8_1;
+}
 
 }  // namespace minfer

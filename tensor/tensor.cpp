@@ -103,6 +103,8 @@ std::string_view op_name(Op op) {
     case Op::MUL_MAT_ID: return "MUL_MAT_ID";
     case Op::FFN_SWIGLU: return "FFN_SWIGLU";
     case Op::QKV: return "QKV";
+    case Op::MUL_MAT_ADD: return "MUL_MAT_ADD";
+    case Op::RMS_NORM_Q8_1: return "RMS_NORM_Q8_1";
     case Op::COUNT: break;
   }
   return "?";

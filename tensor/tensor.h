@@ -46,7 +46,7 @@ struct Tensor {
   Op op = Op::NONE;
   std::array<int32_t, kMaxOpParams> op_params{};  ///< op-specific, see the op's builder
   /// Sources. Kernels read the sources their op documents; any further non-null entries are
-  /// ordering dependencies only (the node must run after them), used by lowered fused ops.
+  /// ordering dependencies only (the node must run after them).
   std::array<Tensor*, kMaxSrc> src{};
 
   Tensor* view_src = nullptr;  ///< the tensor whose storage this one aliases (views, KV_STORE, CPY into)
@@ -54,6 +54,10 @@ struct Tensor {
 
   void* data = nullptr;      ///< host or device address, set by allocation
   Buffer* buffer = nullptr;  ///< the backend buffer that owns `data`
+  /// The node's kernel workspace: Backend::workspace_bytes(*this) bytes that the graph allocator
+  /// places in the arena next to the tensors (alive while this node computes only).
+  void* work = nullptr;
+  size_t work_bytes = 0;
   uint32_t flags = 0;
   std::string name;
 

@@ -31,6 +31,10 @@ void add_model_flags(CLI::App& app, ModelArgs& a) {
       ->check(CLI::IsMember({"f16", "f32", "q8_0"}));
   app.add_option("--block-size", a.block_size, "KV cache cells per block (a power of two)")
       ->check(CLI::IsMember({1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}));
+  app.add_flag("--no-cuda-graphs", a.no_cuda_graphs, "CUDA: do not capture and replay CUDA graphs");
+  app.add_flag("--no-fusion", a.no_fusion, "CUDA: run every basic op as its own kernel (no fused kernels)");
+  app.add_flag("--cuda-profile", a.cuda_profile,
+               "CUDA: print host and GPU time per graph to stderr at exit");
   add_rope_flags(app, a.rope);
 }
 
@@ -108,7 +112,12 @@ Loaded load_model(const ModelArgs& a) {
   Loaded l;
   l.file = open_model_file(path, "model");
   l.tok.emplace(tokenizer::Tokenizer::from_gguf(*l.file));
-  l.backend = create_backend(resolve_device(a), a.threads);
+  BackendOptions bo;
+  bo.n_threads = a.threads;
+  bo.cuda_graphs = !a.no_cuda_graphs;
+  bo.fusion = !a.no_fusion;
+  bo.cuda_profile = a.cuda_profile;
+  l.backend = create_backend(resolve_device(a), bo);
   l.model = models::load(l.file, *l.backend);
   if (a.rope.any()) l.model->override_rope(a.rope);
   if (a.n_ctx > l.model->hparams().n_ctx_train)

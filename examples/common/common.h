@@ -27,10 +27,14 @@ struct ModelArgs {
   std::string kv_type = "f16";
   int n_gpu_layers = -1;      ///< -ngl: 0 = CPU, > 0 = every layer on the GPU, -1 = not given
   int block_size = 32;        ///< --block-size: KV cells per block
+  bool no_cuda_graphs = false;  ///< --no-cuda-graphs
+  bool no_fusion = false;       ///< --no-fusion
+  bool cuda_profile = false;    ///< --cuda-profile
   RopeOverrides rope;         ///< --rope-scaling, --rope-scale, --yarn-* (rope_flags.h)
 };
 
-/// -m -c -b -t --device --cache-type -ngl --block-size and the RoPE scaling flags
+/// -m -c -b -t --device --cache-type -ngl --block-size, the backend switches (--no-cuda-graphs,
+/// --no-fusion, --cuda-profile) and the RoPE scaling flags
 /// (add_rope_flags). --cache-type is checked while parsing (before any output), -c against the
 /// model in session_params().
 void add_model_flags(CLI::App& app, ModelArgs& a);

@@ -276,6 +276,7 @@ bool Server::stream_step(Stream& st, httplib::DataSink& sink) {
   std::string error;
   int error_status = 0;
   bool cancelled = false;
+  bool task_done = false;
   {
     std::unique_lock<std::mutex> lk(t.mu);
     auto news = [&] {
@@ -304,6 +305,7 @@ bool Server::stream_step(Stream& st, httplib::DataSink& sink) {
     error = t.error;
     error_status = t.error_status;
     cancelled = t.cancelled;
+    task_done = t.done;
   }
   if (cancelled) return give_up();
   if (!error.empty()) {  // the text that came before the error, then the error, then [DONE]
@@ -335,7 +337,9 @@ bool Server::stream_step(Stream& st, httplib::DataSink& sink) {
     }
     if (!write(fin)) return give_up();
   }
-  if (st.n_reported < n) return true;
+  // The stream ends once the task is done, not when its last choice is: the engine marks the task
+  // done after its metrics snapshot, so a client that has [DONE] sees /metrics that count it.
+  if (st.n_reported < n || !task_done) return true;
   if (job.include_usage) {  // OpenAI's way: one more chunk with no choices
     json u = {{"id", st.meta.id},
               {"object", job.chat ? "chat.completion.chunk" : "text_completion"},

@@ -28,7 +28,7 @@ class CpuBackend final : public Backend {
   int n_threads() const { return pool_->n_threads(); }
 
   /// A buffer over existing host memory (e.g. a mapped GGUF file); minfer does not free it.
-  std::unique_ptr<Buffer> wrap_host_memory(void* base, size_t size);
+  std::unique_ptr<Buffer> wrap_host_memory(void* base, size_t size) override;
 
  private:
   std::unique_ptr<cpu::ThreadPool> pool_;

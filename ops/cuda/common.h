@@ -6,8 +6,10 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 
+#include "ops/cuda/cuda_backend.h"
 #include "tensor/tensor.h"
 
 namespace minfer::cuda {
@@ -55,29 +57,26 @@ struct ErrorSink {
   int32_t node;
 };
 
-/// Per-node scratch memory (one device buffer that grows between graphs, never during capture).
-class Scratch {
- public:
-  virtual ~Scratch() = default;
-  /// `bytes` of device memory valid until the next node; 256-byte aligned.
-  virtual void* get(size_t bytes) = 0;
-};
-
 struct KernelContext {
   cudaStream_t stream;
   cublasHandle_t cublas;
   const cudaDeviceProp* prop;
-  Scratch* scratch;
+  const CudaOptions* options;
   DeviceError* err;       ///< device pointer of the error record
   const Tensor* node;     ///< the node being dispatched (for messages)
   int32_t node_index;
+  /// The node's workspace (Tensor::work, planned by the graph allocator from the kernel table's
+  /// workspace function).
+  char* work = nullptr;
+  size_t work_bytes = 0;
 
-  // Peephole fusions set up by the dispatch loop (cuda_backend.cpp) for the current node:
-  /// ADD folded into this node: write residual + result into residual_out instead of the node.
+  // Set by a fused op's kernel from its own sources for the matmuls it calls (k_fused.cu,
+  // MUL_MAT_ADD):
+  /// Write residual + result into residual_out instead of the matmul's dst.
   const float* residual = nullptr;
   float* residual_out = nullptr;
-  /// Activations already quantized to q8_1 planes by the previous (RMS_NORM) node: matmul() uses
-  /// them instead of quantizing `prequant_src` again.
+  /// Activations already quantized to q8_1 planes (RMS_NORM_Q8_1): matmul() uses them instead
+  /// of quantizing `prequant_src` again.
   const Tensor* prequant_src = nullptr;
   const int8_t* prequant_qs = nullptr;
   const float2* prequant_ds = nullptr;
@@ -89,10 +88,14 @@ struct KernelContext {
   std::string where() const;
   /// Checks the last launch; throws naming `kernel` and the node.
   void check_launch(const char* kernel) const;
-  /// Scratch memory of `bytes`, valid until the next node, starting at scratch_offset (a fused op
-  /// reserves its own part first, then raises the offset for the kernels it calls).
+  /// `bytes` of the node's workspace starting at scratch_offset (a fused op takes its own part
+  /// first, then raises the offset for the kernels it calls). Throws std::logic_error when the
+  /// op's workspace function declared less: the allocator planned only what it declared.
   void* scratch_bytes(size_t bytes) const {
-    return static_cast<char*>(scratch->get(scratch_offset + bytes)) + scratch_offset;
+    if (scratch_offset + bytes > work_bytes)
+      throw std::logic_error(where() + ": the kernel needs " + std::to_string(scratch_offset + bytes) +
+                             " bytes of workspace, its op declared " + std::to_string(work_bytes));
+    return work + scratch_offset;
   }
   size_t scratch_offset = 0;
 };

@@ -52,26 +52,30 @@ int device_count() {
 const std::array<KernelEntry, kOpCount>& kernel_table() {
   static const std::array<KernelEntry, kOpCount> table = [] {
     std::array<KernelEntry, kOpCount> t{};
-    auto set = [&t](Op op, Kernel k, Supports s = nullptr) { t[static_cast<size_t>(op)] = {k, s}; };
+    auto set = [&t](Op op, Kernel k, Supports s = nullptr, Workspace w = nullptr) {
+      t[static_cast<size_t>(op)] = {k, s, w};
+    };
     set(Op::CPY, k_cpy, s_cpy);
     set(Op::GET_ROWS, k_get_rows, s_get_rows);
     set(Op::ADD, k_add);
     set(Op::MUL, k_mul);
     set(Op::SCALE, k_scale);
     set(Op::RMS_NORM, k_rms_norm);
-    set(Op::MUL_MAT, k_mul_mat, s_mul_mat);
+    set(Op::MUL_MAT, k_mul_mat, s_mul_mat, w_mul_mat);
     set(Op::ROPE, k_rope);
     set(Op::SOFT_MAX, k_soft_max);
     set(Op::SILU, k_silu);
     set(Op::SWIGLU, k_swiglu);
-    set(Op::ATTENTION, k_attention);
+    set(Op::ATTENTION, k_attention, nullptr, w_attention);
     set(Op::KV_STORE, k_kv_store);
     set(Op::CONCAT, k_concat);
     set(Op::ARGMAX, k_argmax);
     set(Op::TOP_K, k_top_k);
-    set(Op::MUL_MAT_ID, k_mul_mat_id, s_mul_mat_id);
-    set(Op::QKV, k_qkv, s_qkv);
-    set(Op::FFN_SWIGLU, k_ffn_swiglu, s_ffn_swiglu);
+    set(Op::MUL_MAT_ID, k_mul_mat_id, s_mul_mat_id, w_mul_mat_id);
+    set(Op::QKV, k_qkv, s_qkv, w_qkv);
+    set(Op::FFN_SWIGLU, k_ffn_swiglu, s_ffn_swiglu, w_ffn_swiglu);
+    set(Op::MUL_MAT_ADD, k_mul_mat_add, s_mul_mat_add, w_mul_mat);
+    set(Op::RMS_NORM_Q8_1, k_rms_norm_q8_1, s_rms_norm_q8_1);
     return t;
   }();
   return table;
@@ -82,12 +86,6 @@ namespace {
 constexpr size_t kStagingChunk = size_t{64} << 20;  // pinned staging for large transfers
 constexpr size_t kCublasWorkspace = size_t{32} << 20;
 constexpr size_t kMaxCapturedGraphs = 32;
-
-
-bool env_graphs_enabled() {
-  const char* v = std::getenv("MINFER_CUDA_GRAPH");
-  return !(v && std::string_view(v) == "0");
-}
 
 }  // namespace
 
@@ -111,8 +109,9 @@ class DeviceBuffer final : public Buffer {
   size_t size_;
 };
 
-struct BackendImpl final : Scratch {
+struct BackendImpl {
   int device = 0;
+  CudaOptions options;
   std::string name;
   cudaDeviceProp prop{};
   cudaStream_t stream = nullptr;
@@ -123,19 +122,7 @@ struct BackendImpl final : Scratch {
   void* staging[2] = {nullptr, nullptr};
   cudaEvent_t staging_done[2] = {nullptr, nullptr};
 
-  // The q8_1 activations an RMS_NORM hands to the next node (peephole fusion).
-  void* carry = nullptr;
-  size_t carry_cap = 0;
-  std::unordered_map<const Tensor*, int> uses;
   bool last_used_gemm = false;
-  bool fusion_on = [] {
-    const char* v = std::getenv("MINFER_CUDA_FUSED");
-    return !(v && std::string_view(v) == "0");
-  }();
-
-  // Scratch: one buffer, grown between graphs.
-  void* scratch = nullptr;
-  size_t scratch_cap = 0;
   bool capturing = false;
 
   // Captured graphs.
@@ -151,7 +138,7 @@ struct BackendImpl final : Scratch {
   std::vector<uint64_t> key_buf;
   size_t n_exec = 0;
   uint64_t tick = 0;
-  bool graphs_on = env_graphs_enabled();
+  bool graphs_on = true;
 
   // Names of error-capable nodes of the last computed graph, by node index.
   std::vector<std::string> node_names;
@@ -160,26 +147,6 @@ struct BackendImpl final : Scratch {
   CudaBackend::Stats stats;
 
   void set_device() const { MINFER_CUDA_CHECK(cudaSetDevice(device), name); }
-
-  void* get(size_t bytes) override {
-    if (bytes <= scratch_cap) return scratch;
-    if (capturing)
-      throw std::runtime_error(fmt::format("{}: scratch of {} bytes needed during CUDA-graph capture", name, bytes));
-    MINFER_CUDA_CHECK(cudaStreamSynchronize(stream), name + " scratch");
-    if (scratch) MINFER_CUDA_CHECK(cudaFree(scratch), name + " scratch");
-    scratch = nullptr;
-    scratch_cap = 0;
-    drop_graphs();  // they point at the old scratch
-    const size_t cap = std::max<size_t>(bytes + bytes / 4, size_t{1} << 20);
-    if (cudaMalloc(&scratch, cap) != cudaSuccess) {
-      cudaGetLastError();
-      scratch = nullptr;
-      throw OutOfMemoryError(fmt::format("{} ({}): cannot allocate {} bytes of kernel scratch", name, prop.name, cap));
-    }
-    scratch_cap = cap;
-    stats.scratch_bytes = cap;
-    return scratch;
-  }
 
   void drop_graphs() {
     for (auto& [k, e] : graphs)
@@ -213,111 +180,25 @@ struct BackendImpl final : Scratch {
     }
   }
 
-  // Peephole fusions (decode-sized nodes only; both are exact: the fused kernels compute the same
-  // values as the separate ones):
-  // - RMS_NORM whose only consumer is the next node, a fused QKV/FFN_SWIGLU whose matmuls run as
-  //   MMVQ: the norm writes the q8_1 activations directly (carry buffer), no f32 output.
-  // - MUL_MAT / FFN_SWIGLU whose only consumer is the next node, an ADD of a same-shaped f32
-  //   residual: the matrix-vector epilogue adds the residual and writes the ADD's output.
-  static bool vec_weights(const Tensor* w, int64_t n) { return w && matmul_is_mmvq(*w, n); }
-
-  bool prequant_target(const Tensor& rms, const Tensor& next) const {
-    if (next.src[0] != &rms || !op_supported(next)) return false;
-    if (rms.type != DType::F32 || rms.ne[0] % 32 != 0 || rms.ne[2] != 1 || rms.ne[3] != 1 || !rms.is_contiguous())
-      return false;
-    const int64_t n = rms.ne[1];
-    if (next.op == Op::QKV) return vec_weights(next.src[1], n) && vec_weights(next.src[2], n) && vec_weights(next.src[3], n);
-    if (next.op == Op::FFN_SWIGLU) return vec_weights(next.src[1], n) && vec_weights(next.src[2], n);
-    return false;
-  }
-
-  static const Tensor* residual_of(const Tensor& add, const Tensor& t) {
-    if (add.op != Op::ADD || add.type != DType::F32) return nullptr;
-    const Tensor* r = add.src[1] == &t ? add.src[0] : add.src[0] == &t ? add.src[1] : nullptr;
-    if (!r || r == &t || r->type != DType::F32 || !r->is_contiguous() || !same_shape(*r, t) || !add.is_contiguous())
-      return nullptr;
-    if (t.op == Op::MUL_MAT) return matmul_is_vec(*t.src[0], t.src[1]->ne[1]) ? r : nullptr;
-    if (t.op == Op::FFN_SWIGLU && op_supported(t)) return vec_weights(t.src[3], t.src[0]->ne[1]) ? r : nullptr;
-    return nullptr;
-  }
-
-  void* carry_bytes(size_t bytes) {
-    if (bytes <= carry_cap) return carry;
-    if (capturing) throw std::runtime_error(name + ": carry buffer growth during CUDA-graph capture");
-    MINFER_CUDA_CHECK(cudaStreamSynchronize(stream), name + " carry");
-    if (carry) MINFER_CUDA_CHECK(cudaFree(carry), name + " carry");
-    carry = nullptr;
-    carry_cap = 0;
-    drop_graphs();
-    const size_t cap = std::max<size_t>(bytes * 2, size_t{1} << 16);
-    MINFER_CUDA_CHECK(cudaMalloc(&carry, cap), name + " carry");
-    carry_cap = cap;
-    return carry;
-  }
-
   void run_nodes(Graph& g) {
     const auto& table = kernel_table();
-    KernelContext kc{stream, cublas, &prop, this, err_dev, nullptr, 0};
     const auto& nodes = g.nodes();
-    // Uses of every tensor by the graph's nodes (outputs count as used outside).
-    uses.clear();
-    for (const Tensor* t : nodes) {
-      for (const Tensor* s : t->src)
-        if (s) ++uses[s];
-      if (t->has_flag(kTensorOutput)) uses[t] += 2;
-    }
-    auto next_compute = [&](size_t i) {
-      for (size_t j = i + 1; j < nodes.size(); ++j)
-        if (!op_is_view(nodes[j]->op)) return j;
-      return nodes.size();
-    };
-    size_t skip = SIZE_MAX;  // an ADD folded into the previous node
-    const Tensor* prequant_for = nullptr;
-    const int8_t* pq_qs = nullptr;
-    const float2* pq_ds = nullptr;
+    bool used_gemm = false;
     for (size_t i = 0; i < nodes.size(); ++i) {
       Tensor* t = nodes[i];
-      if (op_is_view(t->op) || t->op == Op::NONE || i == skip) continue;
+      if (op_is_view(t->op) || t->op == Op::NONE) continue;
       const KernelEntry& k = table[static_cast<size_t>(t->op)];
       if (!k.run || (k.supports && !k.supports(*t)))
-        throw OpError(fmt::format("{}: no kernel for {} (node #{} {}){}", name, op_name(t->op), i, describe(*t),
-                                  op_is_fused(t->op) ? "; fused ops must be lowered first" : ""));
+        throw OpError(fmt::format("{}: no kernel for {} (node #{} {})", name, op_name(t->op), i, describe(*t)));
       if (!t->data) throw std::logic_error(fmt::format("{}: node #{} {} has no storage", name, i, describe(*t)));
-      kc.node = t;
-      kc.node_index = static_cast<int32_t>(i);
-      const size_t j = next_compute(i);
-      Tensor* next = j < nodes.size() ? nodes[j] : nullptr;
-      if (fusion_on && next && uses[t] == 1) {
-        if (t->op == Op::RMS_NORM && prequant_target(*t, *next)) {
-          const int64_t n = t->ne[0], rows = t->ne[1];
-          const size_t qb = (static_cast<size_t>(n * rows) + 255) / 256 * 256;
-          char* c = static_cast<char*>(carry_bytes(qb + static_cast<size_t>(n / 32 * rows) * sizeof(float2)));
-          pq_qs = reinterpret_cast<int8_t*>(c);
-          pq_ds = reinterpret_cast<float2*>(c + qb);
-          rms_norm_q8_1(kc, *t, const_cast<int8_t*>(pq_qs), const_cast<float2*>(pq_ds));
-          prequant_for = t;
-          ++stats.kernel_nodes;
-          continue;
-        }
-        if (const Tensor* r = residual_of(*next, *t)) {
-          kc.residual = static_cast<const float*>(r->data);
-          kc.residual_out = static_cast<float*>(next->data);
-          skip = j;
-        }
-      }
-      if (prequant_for && t->src[0] == prequant_for) {
-        kc.prequant_src = prequant_for;
-        kc.prequant_qs = pq_qs;
-        kc.prequant_ds = pq_ds;
-      }
+      KernelContext kc{stream, cublas, &prop, &options, err_dev, t, static_cast<int32_t>(i)};
+      kc.work = static_cast<char*>(t->work);
+      kc.work_bytes = t->work ? t->work_bytes : 0;
       k.run(kc, *t);
-      kc.residual = nullptr;
-      kc.residual_out = nullptr;
-      kc.prequant_src = nullptr;
-      prequant_for = nullptr;
+      used_gemm |= kc.used_gemm;
       ++stats.kernel_nodes;
     }
-    last_used_gemm = kc.used_gemm;
+    last_used_gemm = used_gemm;
   }
 
   // The exact description of what run_nodes() would launch: for every computing node its index,
@@ -332,6 +213,7 @@ struct BackendImpl final : Scratch {
       for (int d = 0; d < kMaxDims; ++d) key.push_back(static_cast<uint64_t>(t->ne[d]));
       for (int d = 0; d < kMaxDims; ++d) key.push_back(t->nb[d]);
       key.push_back(reinterpret_cast<uintptr_t>(t->data));
+      key.push_back(reinterpret_cast<uintptr_t>(t->work));
     };
     const auto& nodes = g.nodes();
     for (size_t i = 0; i < nodes.size(); ++i) {
@@ -355,24 +237,20 @@ struct BackendImpl final : Scratch {
     return h;
   }
 
-  // MINFER_CUDA_PROFILE=1: host time in compute() and GPU time (events around the queued work)
+  // CudaOptions::profile: host time in compute() and GPU time (events around the queued work)
   // per graph key, printed to stderr when the backend is destroyed.
   struct Prof {
     uint64_t count = 0, gpu_count = 0;
     double host_ms = 0, gpu_ms = 0;
     size_t nodes = 0;
   };
-  bool profile = [] {
-    const char* v = std::getenv("MINFER_CUDA_PROFILE");
-    return v && std::string_view(v) == "1";
-  }();
   std::unordered_map<uint64_t, Prof> prof;
   cudaEvent_t ev_start = nullptr, ev_end = nullptr;
   uint64_t ev_key = 0;
   bool ev_pending = false;
 
   void compute(Graph& g) {
-    if (!profile) return compute_impl(g);
+    if (!options.profile) return compute_impl(g);
     if (!ev_start) {
       MINFER_CUDA_CHECK(cudaEventCreate(&ev_start), name);
       MINFER_CUDA_CHECK(cudaEventCreate(&ev_end), name);
@@ -444,8 +322,8 @@ struct BackendImpl final : Scratch {
     }
     if (e.seen == 0 || e.failed || e.no_capture) {
       ++e.seen;
-      run_nodes(g);  // may grow the scratch, which drops every entry: look the key up again
-      if (auto it = graphs.find(key); it != graphs.end()) it->second.no_capture = last_used_gemm;
+      run_nodes(g);
+      e.no_capture = last_used_gemm;
       // Forget keys seen once (one-off prefill shapes) so the map stays small.
       if (graphs.size() > 64)
         for (auto it = graphs.begin(); it != graphs.end();)
@@ -520,22 +398,20 @@ struct BackendImpl final : Scratch {
   void synchronize() {
     set_device();
     MINFER_CUDA_CHECK(cudaStreamSynchronize(stream), name + " synchronize");
-    if (profile) collect_gpu_time();
+    if (options.profile) collect_gpu_time();
     check_device_error();
   }
 
-  ~BackendImpl() override {
+  ~BackendImpl() {
     cudaSetDevice(device);
     if (stream) cudaStreamSynchronize(stream);
-    if (profile) {
+    if (options.profile) {
       collect_gpu_time();
       print_profile();
     }
     if (ev_start) cudaEventDestroy(ev_start);
     if (ev_end) cudaEventDestroy(ev_end);
     drop_graphs();
-    if (scratch) cudaFree(scratch);
-    if (carry) cudaFree(carry);
     if (cublas) cublasDestroy(cublas);
     if (cublas_ws) cudaFree(cublas_ws);
     for (int i = 0; i < 2; ++i) {
@@ -561,9 +437,11 @@ void DeviceBuffer::fill(uint8_t value) {
 
 using cuda::BackendImpl;
 
-CudaBackend::CudaBackend(int device) : impl_(std::make_unique<BackendImpl>()) {
+CudaBackend::CudaBackend(int device, const CudaOptions& options) : impl_(std::make_unique<BackendImpl>()) {
   BackendImpl& m = *impl_;
   m.device = device;
+  m.options = options;
+  m.graphs_on = options.graphs;
   m.name = fmt::format("cuda:{}", device);
   const int n = cuda::device_count();
   if (device < 0 || device >= n)
@@ -590,6 +468,7 @@ CudaBackend::~CudaBackend() = default;
 
 std::string_view CudaBackend::name() const { return impl_->name; }
 int CudaBackend::device() const { return impl_->device; }
+const CudaOptions& CudaBackend::options() const { return impl_->options; }
 void CudaBackend::set_graphs_enabled(bool on) {
   impl_->graphs_on = on;
   if (!on) impl_->drop_graphs();
@@ -667,7 +546,7 @@ void CudaBackend::get_tensor(const Tensor& t, void* dst, size_t offset, size_t n
     std::memcpy(d + done, m.staging[0], len);
   }
   if (n == 0) MINFER_CUDA_CHECK(cudaStreamSynchronize(m.stream), what);
-  if (m.profile) m.collect_gpu_time();
+  if (m.options.profile) m.collect_gpu_time();
   m.check_device_error();
 }
 
@@ -679,6 +558,19 @@ bool cuda::op_supported(const Tensor& node) {
 }
 
 bool CudaBackend::supports_op(const Tensor& node) const { return cuda::op_supported(node); }
+
+void CudaBackend::rewrite(Context& ctx, Graph& g) const {
+  if (impl_->options.fusion) cuda::rewrite_graph(ctx, g);
+}
+
+size_t CudaBackend::workspace_bytes(const Tensor& node) const {
+  if (op_is_view(node.op) || node.op == Op::NONE) return 0;
+  const cuda::KernelEntry& k = cuda::kernel_table()[static_cast<size_t>(node.op)];
+  if (!k.workspace || (k.supports && !k.supports(node))) return 0;
+  const BackendImpl& m = *impl_;
+  const cuda::KernelContext kc{m.stream, m.cublas, &m.prop, &m.options, m.err_dev, &node, -1};
+  return k.workspace(kc, node);
+}
 
 void CudaBackend::compute(Graph& g) { impl_->compute(g); }
 

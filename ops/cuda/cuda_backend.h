@@ -16,9 +16,12 @@
 //   eagerly; the second time the stream is captured into a CUDA graph, which is then launched for
 //   this and every later call with the same key. Graphs that ran cuBLAS GEMMs (prefill) are not
 //   captured. Inputs are set with set_tensor() before compute(), outside the captured region.
-//   MINFER_CUDA_GRAPH=0 in the environment turns capture off.
-// - Peephole fusions at decode sizes (RMS_NORM -> q8_1 for the next fused op; MUL_MAT/FFN + ADD
-//   residual epilogue); MINFER_CUDA_FUSED=0 turns them and the fused QKV/FFN kernels off.
+// - Fusion: rewrite() turns patterns of basic ops into the fused kernels (ops/cuda/rewrite.cpp:
+//   the attention input block into QKV, the SwiGLU MLP into FFN_SWIGLU, decode matmuls + residual
+//   into MUL_MAT_ADD, norms feeding MMVQ matmuls into RMS_NORM_Q8_1).
+// - Kernel temporaries are node workspaces (workspace_bytes) that the graph allocator plans in
+//   the arena: the backend allocates nothing per graph, so captured graphs stay valid.
+// - Settings are a CudaOptions given at construction.
 // - Readback: get_tensor() copies through a pinned staging buffer and synchronizes.
 //
 // Design and kernel table: docs/cuda.md.
@@ -30,6 +33,7 @@
 #include <string>
 
 #include "tensor/backend.h"
+#include "tensor/context.h"
 
 namespace minfer {
 
@@ -42,15 +46,35 @@ int device_count();
 /// CudaBackend::supports_op answers. Needs no device.
 bool op_supported(const Tensor& node);
 
+/// What CudaBackend::rewrite does with fusion on (ops/cuda/rewrite.cpp): replaces patterns of
+/// basic ops in `g` by the fused ops the kernels implement (QKV, FFN_SWIGLU, MUL_MAT_ADD,
+/// RMS_NORM_Q8_1), new nodes recorded in `ctx`. Needs no device.
+void rewrite_graph(Context& ctx, Graph& g);
+
 struct BackendImpl;
 
 }  // namespace cuda
+
+/// The CUDA backend's settings (all on by default; the programs' --no-cuda-graphs, --no-fusion and
+/// --cuda-profile turn them off or on, examples/common).
+struct CudaOptions {
+  /// Capture repeated decode-sized graphs as CUDA graphs and replay them.
+  bool graphs = true;
+  /// rewrite() into the fused kernels; off: every basic op runs its own kernel.
+  bool fusion = true;
+  /// Host time in compute() and GPU time per graph key, printed to stderr when the backend is
+  /// destroyed.
+  bool profile = false;
+  /// Elements of a block-quantized weight dequantized to f16 per cuBLAS GEMM chunk (prefill
+  /// matmuls; 256 Mi elements = 512 MiB of workspace at most). Tests lower it to exercise chunking.
+  int64_t gemm_dequant_chunk = int64_t{256} << 20;
+};
 
 class CudaBackend final : public Backend {
  public:
   /// Uses device `device` (0-based). Throws std::runtime_error when the device does not exist or
   /// cannot be initialized (the message gives the CUDA error).
-  explicit CudaBackend(int device);
+  explicit CudaBackend(int device, const CudaOptions& options = {});
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
@@ -66,13 +90,19 @@ class CudaBackend final : public Backend {
   /// Device -> host through pinned staging; waits for all queued work and reports kernel errors.
   void get_tensor(const Tensor& t, void* dst, size_t offset, size_t n) override;
   bool supports_op(const Tensor& node) const override;
+  /// The fusions above (when options().fusion).
+  void rewrite(Context& ctx, Graph& g) const override;
+  /// The kernel table's workspace function for the node's op (split-KV partials, q8_1
+  /// activation planes, dequantized GEMM chunks, fused-op intermediates).
+  size_t workspace_bytes(const Tensor& node) const override;
   /// Queues every node of `g` (or replays its captured CUDA graph). Asynchronous.
   void compute(Graph& g) override;
   /// Waits for the stream; throws OpError for a bad value a kernel reported (see above).
   void synchronize() override;
 
   int device() const;
-  /// Turns CUDA-graph capture on or off (default: on unless MINFER_CUDA_GRAPH=0).
+  const CudaOptions& options() const;
+  /// Turns CUDA-graph capture on or off after construction (CudaOptions::graphs).
   void set_graphs_enabled(bool on);
   bool graphs_enabled() const;
 
@@ -82,7 +112,6 @@ class CudaBackend final : public Backend {
     uint64_t graph_captures = 0; ///< CUDA graphs captured
     uint64_t graph_replays = 0;  ///< compute() calls served by a captured graph
     uint64_t kernel_nodes = 0;   ///< nodes dispatched eagerly (not replayed)
-    size_t scratch_bytes = 0;    ///< size of the per-node scratch buffer
   };
   Stats stats() const;
 

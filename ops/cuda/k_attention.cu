@@ -504,14 +504,26 @@ int decode_splits(const KernelContext& kc, const Paged& pk, int64_t heads, int64
   return static_cast<int>(std::clamp<int64_t>(ceil_div(target_blocks, heads), 1, std::min<int64_t>(by_len, max_splits)));
 }
 
+// The split-KV kernels' partial results: `parts` accumulators of dv floats, then (m, l) pairs.
+size_t split_acc_bytes(int64_t parts, int64_t dv) { return (static_cast<size_t>(parts * dv) * 4 + 255) / 256 * 256; }
+size_t split_bytes(int64_t parts, int64_t dv) {
+  return split_acc_bytes(parts, dv) + static_cast<size_t>(parts) * sizeof(float2);
+}
+
+// Which decode kernel a node runs: the GQA-grouped split-KV kernel, the per-head one, or neither
+// (a prefill-sized T).
+bool uses_gqa_kernel(int64_t T, int64_t d, int64_t dv, int group) {
+  return T <= kDecodeMaxRows && d == dv && group <= kGqaMax && (d == 64 || d == 128 || d == 256);
+}
+
 template <int D, DType KT, DType VT>
 void launch_gqa(KernelContext& kc, const Tensor& q, const Tensor& k, const Tensor& v, const Paged& pk, float scale,
                 int group, float* out) {
   const int64_t n_head = q.ne[1], n_head_kv = k.ne[1], T = q.ne[2];
   const int n_splits = decode_splits(kc, pk, n_head_kv, 4, 256);
   const int64_t parts = T * n_head * n_splits;
-  const size_t acc_bytes = (static_cast<size_t>(parts * D) * 4 + 255) / 256 * 256;
-  char* s = static_cast<char*>(kc.scratch_bytes(acc_bytes + static_cast<size_t>(parts) * sizeof(float2)));
+  const size_t acc_bytes = split_acc_bytes(parts, D);
+  char* s = static_cast<char*>(kc.scratch_bytes(split_bytes(parts, D)));
   auto* part_acc = reinterpret_cast<float*>(s);
   auto* part_ml = reinterpret_cast<float2*>(s + acc_bytes);
   const size_t merge = static_cast<size_t>(kGqaWarps) * group * (D + 2) * sizeof(float);
@@ -1027,7 +1039,7 @@ void launch_attention(KernelContext& kc, const Tensor& q, const Tensor& k, const
   const int64_t d = q.ne[0], dv = v.ne[0], n_head = q.ne[1], T = q.ne[2];
   const int group = static_cast<int>(n_head / k.ne[1]);
   float* out = static_cast<float*>(dst.data);
-  if (T <= kDecodeMaxRows && d == dv && group <= kGqaMax && (d == 64 || d == 128 || d == 256)) {
+  if (uses_gqa_kernel(T, d, dv, group)) {
     if (d == 64) return launch_gqa<64, KT, VT>(kc, q, k, v, pk, scale, group, out);
     if (d == 128) return launch_gqa<128, KT, VT>(kc, q, k, v, pk, scale, group, out);
     return launch_gqa<256, KT, VT>(kc, q, k, v, pk, scale, group, out);
@@ -1035,8 +1047,8 @@ void launch_attention(KernelContext& kc, const Tensor& q, const Tensor& k, const
   if (T <= kDecodeMaxRows) {
     const int n_splits = decode_splits(kc, pk, n_head, 2, 64);
     const int64_t parts = T * n_head * n_splits;
-    const size_t acc_bytes = (static_cast<size_t>(parts * dv) * 4 + 255) / 256 * 256;
-    char* s = static_cast<char*>(kc.scratch_bytes(acc_bytes + static_cast<size_t>(parts) * sizeof(float2)));
+    const size_t acc_bytes = split_acc_bytes(parts, dv);
+    char* s = static_cast<char*>(kc.scratch_bytes(split_bytes(parts, dv)));
     auto* part_acc = reinterpret_cast<float*>(s);
     auto* part_ml = reinterpret_cast<float2*>(s + acc_bytes);
     const size_t smem = (static_cast<size_t>(d) + kSplitWarps * dv + 2 * kSplitWarps) * sizeof(float);
@@ -1114,6 +1126,16 @@ void k_kv_store(KernelContext& kc, Tensor& dst) {
     default: throw OpError(kc.where() + ": cache dtype not supported");
   }
   kc.check_launch("kv_store_kernel");
+}
+
+size_t w_attention(const KernelContext& kc, const Tensor& dst) {
+  const Tensor &q = *dst.src[0], &k = *dst.src[1], &v = *dst.src[2];
+  const int64_t d = q.ne[0], dv = v.ne[0], n_head = q.ne[1], T = q.ne[2];
+  if (T == 0 || n_head == 0 || T > kDecodeMaxRows || k.ne[1] == 0) return 0;
+  const int group = static_cast<int>(n_head / k.ne[1]);
+  const Paged pk = paged_of(dst, k);
+  if (uses_gqa_kernel(T, d, dv, group)) return split_bytes(T * n_head * decode_splits(kc, pk, k.ne[1], 4, 256), d);
+  return split_bytes(T * n_head * decode_splits(kc, pk, n_head, 2, 64), dv);
 }
 
 void k_attention(KernelContext& kc, Tensor& dst) {

@@ -154,7 +154,6 @@ Tensor f32_matrix(float* p, int64_t m, int64_t n) {
   return t;
 }
 
-size_t align256(size_t v) { return (v + 255) / 256 * 256; }
 
 template <DType KC>
 void launch_epilogue_v(const QkvArgs& a, DType vt, dim3 grid, int threads, size_t smem, cudaStream_t s) {
@@ -165,22 +164,72 @@ void launch_epilogue_v(const QkvArgs& a, DType vt, dim3 grid, int threads, size_
   }
 }
 
+// The activations of a fused op: f32 [n_embd, N], or the q8_1 planes of an RMS_NORM_Q8_1 of them.
+bool activations_ok(const Tensor* x) {
+  if (x && x->op == Op::RMS_NORM_Q8_1) x = x->src[0];
+  return x && x->type == DType::F32 && x->ne[2] == 1 && x->ne[3] == 1;
+}
+
 }  // namespace
 
-// MINFER_CUDA_FUSED=0 turns the fused kernels off (the executor then lowers QKV and FFN_SWIGLU).
-bool fused_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("MINFER_CUDA_FUSED");
-    return !(v && std::string_view(v) == "0");
-  }();
-  return on;
+const Tensor& fused_activations(KernelContext& kc, const Tensor& node, Tensor& shape) {
+  const Tensor& x = *node.src[0];
+  if (x.op != Op::RMS_NORM_Q8_1) return x;
+  const Tensor& in = *x.src[0];
+  shape.type = in.type;
+  shape.ne = in.ne;
+  shape.nb = in.nb;
+  shape.data = nullptr;  // matmul() reads the planes instead
+  kc.prequant_src = &shape;
+  kc.prequant_qs = static_cast<const int8_t*>(x.data);
+  kc.prequant_ds = reinterpret_cast<const float2*>(static_cast<const char*>(x.data) +
+                                                   align256(static_cast<size_t>(in.ne[0] * in.nrows())));
+  return shape;
+}
+
+namespace {
+
+// How k_qkv lays out its workspace: the projection output [nq + nk + nv, N] f32, then what its
+// matmul(s) take.
+struct QkvPlan {
+  bool one_matmul;
+  Tensor wqkv;  // wq|wk|wv as one weight (one_matmul)
+  size_t out_bytes, sub;
+};
+
+QkvPlan qkv_plan(const KernelContext& kc, const Tensor& node, const Tensor& x) {
+  const Tensor &wq = *node.src[1], &wk = *node.src[2], &wv = *node.src[3];
+  const int64_t N = x.ne[1], nq = wq.ne[1], nk = wk.ne[1], nv = wv.ne[1];
+  QkvPlan p{};
+  p.one_matmul = adjacent(&wq, &wk) && adjacent(&wk, &wv);
+  if (p.one_matmul) {
+    p.wqkv = wq;
+    p.wqkv.ne[1] = nq + nk + nv;
+    p.sub = matmul_scratch(kc, p.wqkv, x);
+  } else {
+    p.sub = std::max({matmul_scratch(kc, wq, x), matmul_scratch(kc, wk, x), matmul_scratch(kc, wv, x)});
+  }
+  p.out_bytes = align256(static_cast<size_t>((nq + nk + nv) * N) * 4);
+  return p;
+}
+
+// The f32 input shape of a fused op's activations (src[0] or the RMS_NORM_Q8_1's input).
+const Tensor& activation_shape(const Tensor& node) {
+  const Tensor& x = *node.src[0];
+  return x.op == Op::RMS_NORM_Q8_1 ? *x.src[0] : x;
+}
+
+}  // namespace
+
+size_t w_qkv(const KernelContext& kc, const Tensor& node) {
+  const QkvPlan p = qkv_plan(kc, node, activation_shape(node));
+  return p.out_bytes + p.sub;
 }
 
 bool s_qkv(const Tensor& n) {
-  if (!fused_enabled()) return false;
   const Tensor *x = n.src[0], *wq = n.src[1], *wk = n.src[2], *wv = n.src[3];
   const Tensor *pos = n.src[9], *kc = n.src[10], *vc = n.src[11], *cells = n.src[12];
-  if (!x || x->type != DType::F32 || !weight_ok(wq) || !weight_ok(wk) || !weight_ok(wv)) return false;
+  if (!activations_ok(x) || !weight_ok(wq) || !weight_ok(wk) || !weight_ok(wv)) return false;
   for (int i = 4; i <= 8; ++i)
     if (!small_float(n.src[i])) return false;
   if (!pos || !pos->is_contiguous() || !cells || !cells->is_contiguous() || !kc || !vc || !kc->is_contiguous() ||
@@ -196,7 +245,9 @@ bool s_qkv(const Tensor& n) {
 }
 
 void k_qkv(KernelContext& kc, Tensor& node) {
-  const Tensor &x = *node.src[0], &wq = *node.src[1], &wk = *node.src[2], &wv = *node.src[3];
+  Tensor shape;
+  const Tensor& x = fused_activations(kc, node, shape);
+  const Tensor &wq = *node.src[1], &wk = *node.src[2], &wv = *node.src[3];
   const Tensor& pos = *node.src[9];
   Tensor &kcache = *node.src[10], &vcache = *node.src[11];
   const int n_head = node.param<int32_t>(0), n_head_kv = node.param<int32_t>(1), hd = node.param<int32_t>(2);
@@ -204,18 +255,11 @@ void k_qkv(KernelContext& kc, Tensor& node) {
   const int64_t N = x.ne[1], nq = wq.ne[1], nk = wk.ne[1], nv = wv.ne[1];
   if (N == 0) return;
 
-  const bool fused = adjacent(&wq, &wk) && adjacent(&wk, &wv);
-  Tensor wqkv;
-  size_t sub = 0;
-  if (fused) {
-    wqkv = wq;
-    wqkv.ne[1] = nq + nk + nv;
-    sub = matmul_scratch(kc, wqkv, x);
-  } else {
-    sub = std::max({matmul_scratch(kc, wq, x), matmul_scratch(kc, wk, x), matmul_scratch(kc, wv, x)});
-  }
-  const size_t out_bytes = align256(static_cast<size_t>((nq + nk + nv) * N) * 4);
-  auto* out = static_cast<float*>(kc.scratch_bytes(out_bytes + sub));  // reserves both parts
+  const QkvPlan plan = qkv_plan(kc, node, x);
+  const bool fused = plan.one_matmul;
+  const Tensor& wqkv = plan.wqkv;
+  const size_t out_bytes = plan.out_bytes;
+  auto* out = static_cast<float*>(kc.scratch_bytes(out_bytes + plan.sub));  // reserves both parts
   const size_t saved = kc.scratch_offset;
   kc.scratch_offset += out_bytes;
   QkvArgs a{};
@@ -239,6 +283,7 @@ void k_qkv(KernelContext& kc, Tensor& node) {
     a.v_stride = nv;
   }
   kc.scratch_offset = saved;
+  kc.prequant_src = nullptr;
   for (int i = 0; i < 3; ++i) {
     const Tensor* b = node.src[4 + i];
     a.bias[i] = b ? static_cast<const char*>(b->data) : nullptr;
@@ -280,43 +325,71 @@ void k_qkv(KernelContext& kc, Tensor& node) {
   kc.check_launch("qkv_epilogue_kernel");
 }
 
+namespace {
+
+// How k_ffn_swiglu lays out its workspace: gate|up output, then the down projection's input
+// (q8_1 planes + MMQ partials at decode sizes, else f32), then what the matmuls take.
+struct FfnPlan {
+  bool one_matmul, q8;
+  Tensor wgu;  // wg|wu as one weight (one_matmul)
+  size_t gu_bytes, q8_planes, h_bytes, sub;
+};
+
+FfnPlan ffn_plan(const KernelContext& kc, const Tensor& node, const Tensor& x) {
+  const Tensor &wg = *node.src[1], &wu = *node.src[2], &wd = *node.src[3];
+  const int64_t N = x.ne[1], n_ff = wg.ne[1];
+  FfnPlan p{};
+  p.one_matmul = adjacent(&wg, &wu);
+  if (p.one_matmul) {
+    p.wgu = wg;
+    p.wgu.ne[1] = 2 * n_ff;
+    p.sub = matmul_scratch(kc, p.wgu, x);
+  } else {
+    p.sub = std::max(matmul_scratch(kc, wg, x), matmul_scratch(kc, wu, x));
+  }
+  p.q8 = matmul_is_mmvq(wd, N);
+  p.gu_bytes = align256(static_cast<size_t>(2 * n_ff * N) * 4);
+  p.q8_planes = align256(static_cast<size_t>(n_ff * N)) + align256(static_cast<size_t>(n_ff / 32 * N) * 8);
+  p.h_bytes = p.q8 ? p.q8_planes + align256(mmq_scratch(kc, wd, N, 1)) : align256(static_cast<size_t>(n_ff * N) * 4);
+  Tensor h = f32_matrix(nullptr, n_ff, N);
+  p.sub = std::max(p.sub, p.q8 ? size_t{0} : matmul_scratch(kc, wd, h));
+  return p;
+}
+
+}  // namespace
+
+size_t w_ffn_swiglu(const KernelContext& kc, const Tensor& node) {
+  const FfnPlan p = ffn_plan(kc, node, activation_shape(node));
+  return p.gu_bytes + p.h_bytes + p.sub;
+}
+
 bool s_ffn_swiglu(const Tensor& n) {
-  if (!fused_enabled()) return false;
-  const Tensor *x = n.src[0], *wg = n.src[1], *wu = n.src[2], *wd = n.src[3];
-  return x && x->type == DType::F32 && weight_ok(wg) && weight_ok(wu) && weight_ok(wd);
+  const Tensor *x = n.src[0], *wg = n.src[1], *wu = n.src[2], *wd = n.src[3], *r = n.src[4];
+  if (!activations_ok(x) || !weight_ok(wg) || !weight_ok(wu) || !weight_ok(wd)) return false;
+  // A residual (src[4]) is added by the MMVQ epilogue of the down projection.
+  return !r || (r->type == DType::F32 && r->is_contiguous() && same_shape(*r, n) && n.is_contiguous() &&
+                matmul_is_mmvq(*wd, activation_shape(n).ne[1]));
 }
 
 void k_ffn_swiglu(KernelContext& kc, Tensor& node) {
-  const Tensor &x = *node.src[0], &wg = *node.src[1], &wu = *node.src[2], &wd = *node.src[3];
+  Tensor shape;
+  const Tensor& x = fused_activations(kc, node, shape);
+  const Tensor &wg = *node.src[1], &wu = *node.src[2], &wd = *node.src[3];
   const int64_t N = x.ne[1], n_ff = wg.ne[1];
   if (N == 0) return;
-  const bool fused = adjacent(&wg, &wu);
-  Tensor wgu;
-  size_t sub;
-  if (fused) {
-    wgu = wg;
-    wgu.ne[1] = 2 * n_ff;
-    sub = matmul_scratch(kc, wgu, x);
-  } else {
-    sub = std::max(matmul_scratch(kc, wg, x), matmul_scratch(kc, wu, x));
-  }
-  // The down projection's input: q8_1 planes straight from the SwiGLU kernel (decode), else f32.
-  const bool q8 = matmul_is_mmvq(wd, N);
-  const size_t gu_bytes = align256(static_cast<size_t>(2 * n_ff * N) * 4);
-  const size_t q8_planes = align256(static_cast<size_t>(n_ff * N)) + align256(static_cast<size_t>(n_ff / 32 * N) * 8);
-  const size_t h_bytes = q8 ? q8_planes + align256(mmq_scratch(kc, wd, N, 1)) : align256(static_cast<size_t>(n_ff * N) * 4);
+  const FfnPlan plan = ffn_plan(kc, node, x);
+  const bool fused = plan.one_matmul, q8 = plan.q8;
+  const Tensor& wgu = plan.wgu;
+  const size_t gu_bytes = plan.gu_bytes, q8_planes = plan.q8_planes, h_bytes = plan.h_bytes;
   Tensor h = f32_matrix(nullptr, n_ff, N);
-  sub = std::max(sub, q8 ? size_t{0} : matmul_scratch(kc, wd, h));
-  char* base = static_cast<char*>(kc.scratch_bytes(gu_bytes + h_bytes + sub));
+  char* base = static_cast<char*>(kc.scratch_bytes(gu_bytes + h_bytes + plan.sub));
   auto* gu = reinterpret_cast<float*>(base);
   char* hbuf = base + gu_bytes;
   const size_t saved = kc.scratch_offset;
   kc.scratch_offset += gu_bytes + h_bytes;
-  // The residual (an ADD folded in by the dispatch loop) belongs to the down projection only.
-  const float* residual = kc.residual;
-  float* residual_out = kc.residual_out;
-  kc.residual = nullptr;
-  kc.residual_out = nullptr;
+  // The residual belongs to the down projection only.
+  const float* residual = node.src[4] ? static_cast<const float*>(node.src[4]->data) : nullptr;
+  float* residual_out = residual ? static_cast<float*>(node.data) : nullptr;
   TD g{}, u{};
   if (fused) {
     Tensor o = f32_matrix(gu, 2 * n_ff, N);
@@ -332,6 +405,7 @@ void k_ffn_swiglu(KernelContext& kc, Tensor& node) {
     g = td(og);
     u = td(ou);
   }
+  kc.prequant_src = nullptr;
   if (q8) {
     auto* qs = reinterpret_cast<int8_t*>(hbuf);
     auto* ds = reinterpret_cast<float2*>(hbuf + align256(static_cast<size_t>(n_ff * N)));

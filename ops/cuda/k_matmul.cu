@@ -20,16 +20,6 @@
 namespace minfer::cuda {
 namespace {
 
-constexpr int64_t kDequantChunkElems = int64_t{256} << 20;  // f16 scratch per GEMM chunk (512 MiB)
-
-// MINFER_CUDA_DEQUANT_CHUNK (elements) overrides the chunk, so tests can exercise the chunking.
-int64_t dequant_chunk_elems() {
-  if (const char* v = std::getenv("MINFER_CUDA_DEQUANT_CHUNK")) {
-    const long long n = std::atoll(v);
-    if (n > 0) return n;
-  }
-  return kDequantChunkElems;
-}
 
 // ---------------------------------------------------------------- float matvec (N <= 16)
 
@@ -227,8 +217,8 @@ void dequant_f16(KernelContext& kc, DType t, const char* w, int64_t nb1, int64_t
 // Rows of the weight dequantized per GEMM: all of them when they fit the chunk, else a multiple
 // of 128 so every chunk's output column starts 16-byte aligned (cuBLAS picks slow align1 kernels
 // for misaligned C).
-int64_t gemm_chunk_rows(int64_t M, int64_t K) {
-  const int64_t fit = dequant_chunk_elems() / K;
+int64_t gemm_chunk_rows(const KernelContext& kc, int64_t M, int64_t K) {
+  const int64_t fit = std::max<int64_t>(kc.options->gemm_dequant_chunk, 1) / K;
   if (fit >= M) return M;
   return std::max<int64_t>(128, fit / 128 * 128);
 }
@@ -242,7 +232,6 @@ bool is_block_weight(DType t) {
   }
 }
 
-size_t align256(size_t v) { return (v + 255) / 256 * 256; }
 
 // C[M, N] (column-major, ldc = M) = A^T B with A [K, rows] (lda) and B [K, N] (ldb = K).
 void gemm(KernelContext& kc, int64_t M, int64_t N, int64_t K, const void* A, cudaDataType_t at, int64_t lda,
@@ -270,7 +259,7 @@ void matmul_gemm(KernelContext& kc, const Tensor& a, const Tensor& b, Tensor& ds
     case DType::BF16: mode = ActMode::BF16_HILO; act_bytes = plane * 4; ct = CUDA_R_16BF; break;
     default: mode = ActMode::F16; act_bytes = plane * 2; ct = CUDA_R_16F; break;
   }
-  const int64_t chunk_rows = block ? gemm_chunk_rows(M, K) : 0;
+  const int64_t chunk_rows = block ? gemm_chunk_rows(kc, M, K) : 0;
   const size_t w_bytes = block ? static_cast<size_t>(chunk_rows * K) * 2 : 0;
   char* scratch = static_cast<char*>(kc.scratch_bytes(align256(act_bytes) + w_bytes + 256));
   void* act = scratch;
@@ -328,7 +317,7 @@ size_t matmul_scratch(const KernelContext& kc, const Tensor& a, const Tensor& b)
     return static_cast<size_t>(rows * K) * 4;
   const size_t act_bytes = static_cast<size_t>(rows * K) * (a.type == DType::F32 || a.type == DType::F16 || a.type == DType::BF16 ? 4 : 2);
   const bool block = is_block_weight(a.type);
-  const int64_t chunk_rows = block ? gemm_chunk_rows(M, K) : 0;
+  const int64_t chunk_rows = block ? gemm_chunk_rows(kc, M, K) : 0;
   return align256(act_bytes) + (block ? static_cast<size_t>(chunk_rows * K) * 2 : 0) + 256;
 }
 
@@ -387,5 +376,23 @@ void matmul(KernelContext& kc, const Tensor& a, const Tensor& b, Tensor& dst) {
 }
 
 void k_mul_mat(KernelContext& kc, Tensor& dst) { matmul(kc, *dst.src[0], *dst.src[1], dst); }
+
+size_t w_mul_mat(const KernelContext& kc, const Tensor& dst) { return matmul_scratch(kc, *dst.src[0], *dst.src[1]); }
+
+// MUL_MAT_ADD (a fused op, made by rewrite.cpp for the decode matmuls): the matrix-vector
+// epilogue adds the residual src[2].
+bool s_mul_mat_add(const Tensor& dst) {
+  const Tensor* r = dst.src[2];
+  if (!s_mul_mat(dst) || !r || r->type != DType::F32 || !r->is_contiguous() || !same_shape(*r, dst)) return false;
+  return dst.is_contiguous() && matmul_is_vec(*dst.src[0], dst.src[1]->ne[1]);
+}
+
+void k_mul_mat_add(KernelContext& kc, Tensor& dst) {
+  kc.residual = static_cast<const float*>(dst.src[2]->data);
+  kc.residual_out = static_cast<float*>(dst.data);
+  matmul(kc, *dst.src[0], *dst.src[1], dst);
+  kc.residual = nullptr;
+  kc.residual_out = nullptr;
+}
 
 }  // namespace minfer::cuda

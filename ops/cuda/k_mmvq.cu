@@ -10,8 +10,6 @@
 // (ggml's MMVQ design, llama.cpp ggml-cuda/mmvq.cu and vecdotq.cuh; this is an independent
 // implementation over the block layouts of tensor/quants_blocks.h).
 #include <algorithm>
-#include <cstdlib>
-#include <string_view>
 
 #include "ops/cuda/kernels.cuh"
 #include "ops/cuda/quant_device.cuh"
@@ -295,44 +293,6 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock) mmvq_kernel(const uint8_t*
   }
 }
 
-// N == 1: each warp computes two weight rows, so every activation load serves two rows and each
-// lane has two rows' weight loads in flight per unit.
-template <DType T>
-__global__ void __launch_bounds__(32 * kRowsPerBlock) mmvq_r2_kernel(const uint8_t* w, int64_t w_nb1, int64_t w_nb2,
-                                                                      int64_t w_nb3, int64_t M, int U, const int8_t* qs,
-                                                                      const float2* ds, int64_t r2, int64_t r3,
-                                                                      int64_t B2, float* dst, const float* residual) {
-  const int lane = threadIdx.x & 31;
-  const int64_t m = (static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5)) * 2;
-  if (m >= M) return;
-  const bool has1 = m + 1 < M;
-  const int64_t bz = blockIdx.y, i2 = bz % B2, i3 = bz / B2;
-  const uint8_t* row0 = w + m * w_nb1 + (i2 / r2) * w_nb2 + (i3 / r3) * w_nb3;
-  const uint8_t* row1 = has1 ? row0 + w_nb1 : row0;
-  const int64_t K = static_cast<int64_t>(U) * 32;
-  const int8_t* q0 = qs + bz * K;
-  const float2* d0 = ds + bz * U;
-  float acc0 = 0.0f, acc1 = 0.0f;
-  for (int u = lane; u < U; u += 32) {
-    WUnit w0, w1;
-    decode_unit<T>(row0, u, w0);
-    decode_unit<T>(row1, u, w1);
-    const int4* ap = reinterpret_cast<const int4*>(q0 + static_cast<int64_t>(u) * 32);
-    const int4 a0 = ap[0], a1 = ap[1];
-    const int a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-    const float2 d = d0[u];
-    acc0 += unit_dot_a<T>(w0, a, d);
-    acc1 += unit_dot_a<T>(w1, a, d);
-  }
-  acc0 = warp_sum(acc0);
-  acc1 = warp_sum(acc1);
-  if (lane == 0) {
-    const int64_t o = bz * M + m;
-    dst[o] = residual ? residual[o] + acc0 : acc0;
-    if (has1) dst[o + 1] = residual ? residual[o + 1] + acc1 : acc1;
-  }
-}
-
 // One warp per 32-element block: q = round(x / d), d = absmax / 127, s = d * sum(q).
 __global__ void quantize_q8_1_kernel(TD b, DType bt, int64_t n_blocks, int8_t* qs, float2* ds) {
   const int lane = threadIdx.x & 31;
@@ -379,17 +339,6 @@ __global__ void swiglu_f32_kernel(TD g, TD u, float* h) {
   const float* gr = reinterpret_cast<const float*>(g.data + r * g.nb[1]);
   const float* ur = reinterpret_cast<const float*>(u.data + r * u.nb[1]);
   for (int64_t k = threadIdx.x; k < n; k += blockDim.x) h[r * n + k] = gr[k] / (1.0f + expf(-gr[k])) * ur[k];
-}
-
-// MINFER_CUDA_MMVQ_R2=1 runs N == 1 on the two-rows-per-warp kernel. Off by default: measured on
-// the H200 it was slower (7B Q4_K_M tg128 252.7 vs 258.7 tok/s, 0.5B 630 vs 716;
-// docs/perf/2026-11-30-cuda-backend.md).
-bool mmvq_two_rows() {
-  static const bool on = [] {
-    const char* v = std::getenv("MINFER_CUDA_MMVQ_R2");
-    return v && std::string_view(v) == "1";
-  }();
-  return on;
 }
 
 // MUL_MAT_ID (k_moe.cu): one (token, slot) pair per blockIdx.y. The weight is the slice of the
@@ -459,12 +408,6 @@ void launch_mmvq_t(KernelContext& kc, const Tensor& a, const int8_t* qs, const f
   const auto* w = static_cast<const uint8_t*>(a.data);
   const int64_t nb1 = static_cast<int64_t>(a.nb[1]), nb2 = static_cast<int64_t>(a.nb[2]),
                 nb3 = static_cast<int64_t>(a.nb[3]);
-  if (N == 1 && mmvq_two_rows()) {
-    const dim3 grid2(static_cast<unsigned>(ceil_div(M, 2 * kRowsPerBlock)), static_cast<unsigned>(B2 * B3));
-    mmvq_r2_kernel<T><<<grid2, 32 * kRowsPerBlock, 0, kc.stream>>>(w, nb1, nb2, nb3, M, U, qs, ds, r2, r3, B2, dst,
-                                                                  residual);
-    return kc.check_launch("mmvq_r2_kernel");
-  }
   switch (N) {
 #define MINFER_NC(n)                                                                                       \
   case n:                                                                                                  \

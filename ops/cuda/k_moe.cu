@@ -17,7 +17,6 @@
 namespace minfer::cuda {
 namespace {
 
-size_t align256(size_t v) { return (v + 255) / 256 * 256; }
 
 // ---------------------------------------------------------------- top_k
 
@@ -113,6 +112,12 @@ bool s_mul_mat_id(const Tensor& dst) {
   return as.nb[0] == dtype_type_size(as.type);
 }
 
+size_t w_mul_mat_id(const KernelContext&, const Tensor& dst) {
+  const Tensor &as = *dst.src[0], &b = *dst.src[2];
+  if (is_float(as.type)) return 0;
+  return q8_plane_bytes(b.ne[1] * b.ne[2], as.ne[0]);
+}
+
 void k_mul_mat_id(KernelContext& kc, Tensor& dst) {
   const Tensor& as = *dst.src[0];
   const Tensor& ids = *dst.src[1];
@@ -135,7 +140,7 @@ void k_mul_mat_id(KernelContext& kc, Tensor& dst) {
   // n_act rows of every token, as the decode mul_mat quantizes them.
   const int64_t rows = b.ne[1] * b.ne[2];
   const size_t qbytes = align256(static_cast<size_t>(rows * K));
-  char* s = static_cast<char*>(kc.scratch_bytes(qbytes + align256(static_cast<size_t>(rows * (K / 32)) * sizeof(float2))));
+  char* s = static_cast<char*>(kc.scratch_bytes(q8_plane_bytes(rows, K)));
   auto* qs = reinterpret_cast<int8_t*>(s);
   auto* ds = reinterpret_cast<float2*>(s + qbytes);
   quantize_q8_1(kc, td(b), b.type, qs, ds);

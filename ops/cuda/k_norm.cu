@@ -146,11 +146,22 @@ __global__ void rms_norm_q8_1_kernel(TD x, DType xt, TD w, DType wt, bool has_w,
 
 }  // namespace
 
-void rms_norm_q8_1(KernelContext& kc, const Tensor& node, int8_t* qs, float2* ds) {
+bool s_rms_norm_q8_1(const Tensor& node) {
+  const Tensor* x = node.src[0];
+  const Tensor* w = node.src[1];
+  if (!x || x->type != DType::F32 || !x->is_contiguous() || x->ne[0] % 32 != 0 || x->ne[0] > 32768) return false;
+  if (w && w->type != DType::F32 && w->type != DType::F16) return false;
+  return node.type == DType::I8 && node.nbytes() >= q8_plane_bytes(x->nrows(), x->ne[0]);
+}
+
+// RMS_NORM_Q8_1: the q8_1 planes of the normed rows at node.data (qs [rows][n], then ds).
+void k_rms_norm_q8_1(KernelContext& kc, Tensor& node) {
   const Tensor& x = *node.src[0];
   const Tensor* w = node.src[1];
   const int64_t rows = x.nrows();
   if (rows == 0) return;
+  auto* qs = static_cast<int8_t*>(node.data);
+  auto* ds = reinterpret_cast<float2*>(static_cast<char*>(node.data) + align256(static_cast<size_t>(x.ne[0] * rows)));
   TD wd{};
   if (w) wd = td(*w);
   const int64_t n = x.ne[0];

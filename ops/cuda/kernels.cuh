@@ -2,24 +2,31 @@
 //
 // Each entry queues the node's work on kc.stream (no host synchronization, no host reads of
 // device data) and returns. `supports` says whether the entry handles a node's dtypes/layout;
-// the backend's supports_op() answers with it.
+// the backend's supports_op() answers with it. `workspace` says how many bytes of temporary
+// device memory the kernel takes through kc.scratch_bytes(): the graph allocator plans them.
 #pragma once
 
 #include <array>
 
 #include "ops/cuda/common.h"
+#include "tensor/context.h"
+#include "tensor/graph.h"
 
 namespace minfer::cuda {
 
 using Kernel = void (*)(KernelContext&, Tensor& dst);
 using Supports = bool (*)(const Tensor& dst);
+/// Workspace bytes of a node (kc: the device and options; no node or stream set).
+using Workspace = size_t (*)(const KernelContext& kc, const Tensor& dst);
 
 struct KernelEntry {
   Kernel run = nullptr;
-  Supports supports = nullptr;  ///< nullptr: every node of the op is supported
+  Supports supports = nullptr;    ///< nullptr: every node of the op is supported
+  Workspace workspace = nullptr;  ///< nullptr: none
 };
 
 const std::array<KernelEntry, kOpCount>& kernel_table();
+
 
 // k_elementwise.cu
 void k_get_rows(KernelContext&, Tensor&);
@@ -36,27 +43,36 @@ bool s_cpy(const Tensor&);
 
 // k_norm.cu
 void k_rms_norm(KernelContext&, Tensor&);
+void k_rms_norm_q8_1(KernelContext&, Tensor&);
+bool s_rms_norm_q8_1(const Tensor&);
 void k_soft_max(KernelContext&, Tensor&);
 void k_rope(KernelContext&, Tensor&);
 
 // k_matmul.cu
 void k_mul_mat(KernelContext&, Tensor&);
 bool s_mul_mat(const Tensor&);
+size_t w_mul_mat(const KernelContext&, const Tensor&);
+void k_mul_mat_add(KernelContext&, Tensor&);
+bool s_mul_mat_add(const Tensor&);
 
 // k_attention.cu
 void k_kv_store(KernelContext&, Tensor&);
 void k_attention(KernelContext&, Tensor&);
+size_t w_attention(const KernelContext&, const Tensor&);
 
 // k_moe.cu
 void k_top_k(KernelContext&, Tensor&);
 void k_mul_mat_id(KernelContext&, Tensor&);
 bool s_mul_mat_id(const Tensor&);
+size_t w_mul_mat_id(const KernelContext&, const Tensor&);
 
 // k_fused.cu
 void k_qkv(KernelContext&, Tensor&);
 bool s_qkv(const Tensor&);
+size_t w_qkv(const KernelContext&, const Tensor&);
 void k_ffn_swiglu(KernelContext&, Tensor&);
 bool s_ffn_swiglu(const Tensor&);
+size_t w_ffn_swiglu(const KernelContext&, const Tensor&);
 
 // ---- shared building blocks (defined in k_matmul.cu / k_mmvq.cu / k_attention.cu) ----
 
@@ -78,8 +94,11 @@ constexpr int64_t kMmvqRows = 8;
 /// matmul_is_vec first) and kc.prequant_* when b is kc.prequant_src.
 void matmul(KernelContext& kc, const Tensor& a, const Tensor& b, Tensor& dst);
 
-/// Scratch bytes matmul(kc, a, b, ...) asks for (a fused op reserves them up front).
+/// Workspace bytes matmul(kc, a, b, ...) asks for (a fused op reserves them up front).
 size_t matmul_scratch(const KernelContext& kc, const Tensor& a, const Tensor& b);
+/// Bytes of the q8_1 planes of `rows` activation rows of K elements (qs, then ds; 256-aligned).
+size_t q8_plane_bytes(int64_t rows, int64_t K);
+inline size_t align256(size_t v) { return (v + 255) / 256 * 256; }
 
 /// True when `type` has an MMVQ (q8_1 activation, dp4a) kernel.
 bool mmvq_supported(DType type);
@@ -118,7 +137,9 @@ int64_t q8_decode_rows(DType type);
 bool matmul_is_vec(const Tensor& a, int64_t n_cols);
 bool matmul_is_mmvq(const Tensor& a, int64_t n_cols);
 
-/// RMS_NORM of contiguous f32 rows written straight as q8_1 planes (no f32 output).
-void rms_norm_q8_1(KernelContext& kc, const Tensor& node, int8_t* qs, float2* ds);
+/// The f32 activations a fused op's matmuls read: src[0] itself, or, when src[0] is an
+/// RMS_NORM_Q8_1 node, a shape-only tensor of its input's shape, with kc.prequant_* pointing at
+/// its q8_1 planes (matmul() then uses them). `shape` is the storage for the latter.
+const Tensor& fused_activations(KernelContext& kc, const Tensor& node, Tensor& shape);
 
 }  // namespace minfer::cuda

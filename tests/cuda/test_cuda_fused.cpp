@@ -1,18 +1,49 @@
-// The fused QKV kernel on CUDA against the CPU's decomposition (ops/lower.cpp): Qwen2 style
-// (q/k/v bias) and Qwen3 style (q_norm/k_norm), adjacent and separate weights, float and
-// quantized weights, every cache dtype, decode (N = 1), verify (7) and prefill (33) sizes with a
-// past, and scaled RoPE (YaRN, frequency factors) at positions up to ~32k. Checked twice: the
-// rotated queries (the node's output) and attention over the caches the node wrote (which reads
-// back every stored K/V row).
+// The CUDA backend's graph rewrite (ops/cuda/rewrite.cpp) and its fused kernels, against the
+// CPU running the same basic ops (the toolkit's blocks, models/layers.h):
+// - the attention input block -> QKV: Qwen2 style (q/k/v bias) and Qwen3 style (q_norm/k_norm),
+//   adjacent and separate weights, float and quantized weights, every cache dtype, decode (N = 1),
+//   verify (7) and prefill (33) sizes with a past, and scaled RoPE (YaRN, frequency factors) at
+//   positions up to ~32k; checked through attention over the caches QKV wrote (which reads back
+//   every stored K/V row);
+// - the SwiGLU MLP -> FFN_SWIGLU;
+// - a whole decoder layer: RMS_NORM -> RMS_NORM_Q8_1 feeding QKV / FFN_SWIGLU, and the residual
+//   ADDs folded into MUL_MAT_ADD / FFN_SWIGLU at decode sizes.
+// Each check also asserts which fused ops the rewritten graph holds, so a pattern that stops
+// matching fails here instead of silently running the basic ops.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 #include "cuda_test_util.h"
+#include "models/layers.h"
 #include "ops/ops.h"
 
 namespace minfer::test {
 namespace {
+
+using FusedCount = std::map<Op, int>;
+
+// Runs `build` on the CPU and on CUDA (named inputs), compares, and returns how many nodes of each
+// fused op the CUDA graph ran.
+FusedCount compare_fused(const BuildFn& build, const InitFn& init, double tol, const std::string& what) {
+  LeafData a(init), b(init);
+  auto ref = run_op(cpu(), build, a);
+  auto got = run_op(*gpu(), build, b);
+  expect_close(got.values, ref.values, tol, "cuda vs cpu: " + what);
+  for (const Tensor* n : ref.graph.nodes()) EXPECT_FALSE(op_is_fused(n->op)) << "the CPU rewrote " << op_name(n->op);
+  FusedCount c;
+  for (const Tensor* n : got.graph.nodes())
+    if (op_is_fused(n->op)) ++c[n->op];
+  return c;
+}
+
+std::string show(const FusedCount& c) {
+  std::string s;
+  for (const auto& [op, n] : c) s += fmt::format("{} x{} ", op_name(op), n);
+  return s.empty() ? "none" : s;
+}
+
 
 struct QkvCase {
   bool adjacent, bias, qk_norm;
@@ -21,7 +52,7 @@ struct QkvCase {
   int scaling = 0;  // RoPE: 0 plain, 1 YaRN (Qwen2.5's), 2 YaRN with Llama 3 style frequency factors
 };
 
-void check_qkv(const QkvCase& c, bool through_attention) {
+void check_qkv(const QkvCase& c) {
   // Long positions need a cache that holds them: blocks of 16 cells.
   const int64_t n_embd = 256, hd = 64, n_head = 4, n_kv = 2, n_ctx = std::max<int64_t>(96, (c.past + c.T + 15) / 16 * 16);
   // One sequence whose blocks of 16 cells run backwards through the cache.
@@ -43,10 +74,11 @@ void check_qkv(const QkvCase& c, bool through_attention) {
     }
     return true;
   });
-  ops::QkvParams p;
+  models::AttentionParams p;
   p.n_head = n_head;
   p.n_head_kv = n_kv;
   p.head_dim = hd;
+  p.head_dim_v = hd;
   p.rope.freq_base = 1e6f;
   if (c.scaling) {
     p.rope.freq_scale = 0.25f;
@@ -57,7 +89,7 @@ void check_qkv(const QkvCase& c, bool through_attention) {
   p.norm_eps = 1e-6f;
   auto build = [&](Context& ctx) {
     Tensor* x = ctx.new_tensor(DType::F32, {n_embd, c.T}, "x");
-    ops::QkvWeights w;
+    models::Attention w;
     if (c.adjacent) {
       Tensor* root = ctx.new_tensor(c.wt, {n_embd, (n_head + 2 * n_kv) * hd}, "wqkv");
       w.wq = slice(ctx, root, 1, 0, n_head * hd);
@@ -82,93 +114,73 @@ void check_qkv(const QkvCase& c, bool through_attention) {
     Tensor* cells = ctx.new_tensor(DType::I32, {c.T}, "cells");
     Tensor* kc = ctx.new_tensor(c.cache, {hd, n_kv, n_ctx}, "k_cache");
     Tensor* vc = ctx.new_tensor(c.cache, {hd, n_kv, n_ctx}, "v_cache");
-    Tensor* q = ops::qkv(ctx, x, w, pos, cells, kc, vc, p);
+    const auto pr = w.project(ctx, x, pos, cells, kc, vc, p);
     // Weights of stddev 1/sqrt(n_embd) (named_init) keep q and k O(1): the scores are too, so the
     // softmax is not a near-argmax that would amplify rounding differences.
-    if (!through_attention) return q;
-    return ops::attention(ctx, q, kc, vc, pos, ctx.new_tensor(DType::I32, {c.T}, "seq"),
+    return ops::attention(ctx, pr.q, pr.k_store, pr.v_store, pos, ctx.new_tensor(DType::I32, {c.T}, "seq"),
                           ctx.new_tensor(DType::I32, {n_ctx / 16, 1}, "table"), 16, 0.125f);
   };
   // The cache rows before the past are random (never written): attention over them is defined.
   const double tol = dtype_is_quantized(c.wt) || c.cache == DType::Q8_0 ? 5e-4 : 1e-8;  // f16/q8 rounding flips
-  compare_cpu_cuda_named(build, init, tol,
-                   fmt::format("qkv adjacent={} bias={} norm={} w={} cache={} T={} past={} rope scaling={} {}",
-                               c.adjacent, c.bias, c.qk_norm, dtype_name(c.wt), dtype_name(c.cache), c.T, c.past,
-                               c.scaling, through_attention ? "(attention over the caches)" : "(q)"));
+  const std::string what = fmt::format("qkv adjacent={} bias={} norm={} w={} cache={} T={} past={} rope scaling={}",
+                                       c.adjacent, c.bias, c.qk_norm, dtype_name(c.wt), dtype_name(c.cache), c.T,
+                                       c.past, c.scaling);
+  const FusedCount f = compare_fused(build, init, tol, what);
+  EXPECT_EQ(f.count(Op::QKV) ? f.at(Op::QKV) : 0, 1) << what << ": fused " << show(f);
 }
 
-TEST(CudaFusedQkv, IsSupportedAndMatchesTheDecomposition) {
-  {
-    Context ctx;
-    Tensor* root = ctx.new_tensor(DType::Q4_K, {256, 512});
-    ops::QkvWeights w{slice(ctx, root, 1, 0, 256), slice(ctx, root, 1, 256, 128), slice(ctx, root, 1, 384, 128)};
-    ops::QkvParams p;
-    p.n_head = 4;
-    p.n_head_kv = 2;
-    p.head_dim = 64;
-    Tensor* kc = ctx.new_tensor(DType::F16, {64, 2, 16});
-    Tensor* idx = ctx.new_tensor(DType::I32, {1});
-    Tensor* q = ops::qkv(ctx, ctx.new_tensor(DType::F32, {256, 1}), w, idx, idx, kc, kc, p);
-    EXPECT_TRUE(cuda::op_supported(*q));
-  }
+TEST(CudaFusedQkv, RewriteMatchesTheBasicOps) {
   MINFER_REQUIRE_GPU();
   for (bool adjacent : {true, false})
     for (int style = 0; style < 2; ++style)
-      for (int64_t T : {1, 7, 33})
-        for (bool att : {false, true}) {
-          check_qkv({adjacent, style == 0, style == 1, DType::F16, DType::F16, T, T == 1 ? 40 : 5}, att);
-          check_qkv({adjacent, style == 0, style == 1, DType::Q4_K, DType::F32, T, 3}, att);
-        }
+      for (int64_t T : {1, 7, 33}) {
+        check_qkv({adjacent, style == 0, style == 1, DType::F16, DType::F16, T, T == 1 ? 40 : 5});
+        check_qkv({adjacent, style == 0, style == 1, DType::Q4_K, DType::F32, T, 3});
+      }
   for (DType cache : {DType::F32, DType::F16, DType::Q8_0})
-    for (DType wt : {DType::Q8_0, DType::Q6_K, DType::F32}) check_qkv({true, true, false, wt, cache, 1, 17}, true);
+    for (DType wt : {DType::Q8_0, DType::Q6_K, DType::F32}) check_qkv({true, true, false, wt, cache, 1, 17});
   // Scaled RoPE (YaRN; YaRN with frequency factors) at short and long positions (up to ~32k).
   for (int scaling : {1, 2})
     for (int64_t past : {int64_t{5}, int64_t{32700}})
-      for (int64_t T : {1, 33})
-        for (bool att : {false, true}) check_qkv({true, scaling == 1, scaling == 2, DType::F16, DType::F32, T, past, scaling}, att);
+      for (int64_t T : {1, 33}) check_qkv({true, scaling == 1, scaling == 2, DType::F16, DType::F32, T, past, scaling});
 }
 
-TEST(CudaFusedFfn, IsSupportedAndMatchesTheDecomposition) {
-  {
-    Context ctx;
-    Tensor* gu = ctx.new_tensor(DType::Q4_K, {256, 1024});
-    Tensor* f = ops::ffn_swiglu(ctx, ctx.new_tensor(DType::F32, {256, 1}), slice(ctx, gu, 1, 0, 512),
-                                slice(ctx, gu, 1, 512, 512), ctx.new_tensor(DType::Q6_K, {512, 256}));
-    EXPECT_TRUE(cuda::op_supported(*f));
-  }
+TEST(CudaFusedFfn, RewriteMatchesTheBasicOps) {
   MINFER_REQUIRE_GPU();
   const int64_t n_embd = 256, n_ff = 512;
   for (bool adjacent : {true, false})
     for (DType wt : {DType::Q4_K, DType::Q8_0, DType::F16})
       for (int64_t T : {1, 3, 8, 9, 33}) {
         const DType wdt = wt == DType::Q4_K ? DType::Q6_K : wt;  // the Q4_K_M mix
-        compare_cpu_cuda_named(
+        const std::string what = fmt::format("ffn adjacent={} w={} T={}", adjacent, dtype_name(wt), T);
+        const FusedCount f = compare_fused(
             [&](Context& ctx) {
               Tensor* x = ctx.new_tensor(DType::F32, {n_embd, T}, "x");
-              Tensor *wg, *wu;
+              models::SwiGluFfn ffn;
               if (adjacent) {
                 Tensor* gu = ctx.new_tensor(wt, {n_embd, 2 * n_ff}, "w_gate_up");
-                wg = slice(ctx, gu, 1, 0, n_ff);
-                wu = slice(ctx, gu, 1, n_ff, n_ff);
+                ffn.gate = slice(ctx, gu, 1, 0, n_ff);
+                ffn.up = slice(ctx, gu, 1, n_ff, n_ff);
               } else {
-                wg = ctx.new_tensor(wt, {n_embd, n_ff}, "w_gate");
-                wu = ctx.new_tensor(wt, {n_embd, n_ff}, "w_up");
+                ffn.gate = ctx.new_tensor(wt, {n_embd, n_ff}, "w_gate");
+                ffn.up = ctx.new_tensor(wt, {n_embd, n_ff}, "w_up");
               }
-              return ops::ffn_swiglu(ctx, x, wg, wu, ctx.new_tensor(wdt, {n_ff, n_embd}, "w_down"));
+              ffn.down = ctx.new_tensor(wdt, {n_ff, n_embd}, "w_down");
+              return ffn.forward(ctx, x);
             },
-            named_init(), dtype_is_quantized(wt) ? 1e-3 : 1e-8,
-            fmt::format("ffn adjacent={} w={} T={}", adjacent, dtype_name(wt), T));
+            named_init(), dtype_is_quantized(wt) ? 1e-3 : 1e-8, what);
+        EXPECT_EQ(f.count(Op::FFN_SWIGLU) ? f.at(Op::FFN_SWIGLU) : 0, 1) << what << ": fused " << show(f);
       }
 }
 
-// A whole decoder layer (the Qwen2/Qwen3 block) exercises the dispatch loop's peephole fusions
-// at decode sizes: RMS_NORM -> fused QKV / FFN with q8_1 handed over, and MUL_MAT / FFN with the
-// residual ADD folded into the epilogue. Larger N runs the unfused paths.
-TEST(CudaFusedLayer, DecoderLayerWithPeepholeFusions) {
+// A whole decoder layer (the Qwen2/Qwen3 block) through every rewrite at decode sizes: RMS_NORM ->
+// RMS_NORM_Q8_1 feeding QKV / FFN_SWIGLU, the attention output projection + residual as
+// MUL_MAT_ADD, the MLP + residual as FFN_SWIGLU with src[4]. A prefill size keeps the f32 paths.
+TEST(CudaFusedLayer, DecoderLayerThroughEveryRewrite) {
   MINFER_REQUIRE_GPU();
-  const int64_t n_embd = 256, hd = 64, n_head = 4, n_kv = 2, n_ff = 512, n_ctx = 64;
+  const int64_t n_embd = 256, hd = 64, n_head = 4, n_kv = 2, n_ff = 512, n_ctx = 96;
   for (bool qwen3 : {false, true})
-    for (int64_t T : {1, 4, 20}) {
+    for (int64_t T : {1, 4, 20, 80}) {
       const int64_t past = T == 1 ? 30 : 2;
       // One sequence in consecutive blocks of 16: cells equal positions.
       const InitFn init = named_init([&](Tensor& leaf) {
@@ -186,36 +198,48 @@ TEST(CudaFusedLayer, DecoderLayerWithPeepholeFusions) {
         Tensor* kc = ctx.new_tensor(DType::F16, {hd, n_kv, n_ctx}, "k_cache");
         Tensor* vc = ctx.new_tensor(DType::F16, {hd, n_kv, n_ctx}, "v_cache");
         Tensor* wqkv = ctx.new_tensor(DType::Q4_K, {n_embd, (n_head + 2 * n_kv) * hd}, "wqkv");
-        ops::QkvWeights w{slice(ctx, wqkv, 1, 0, n_head * hd), slice(ctx, wqkv, 1, n_head * hd, n_kv * hd),
-                          slice(ctx, wqkv, 1, (n_head + n_kv) * hd, n_kv * hd)};
+        models::Attention att;
+        att.wq = slice(ctx, wqkv, 1, 0, n_head * hd);
+        att.wk = slice(ctx, wqkv, 1, n_head * hd, n_kv * hd);
+        att.wv = slice(ctx, wqkv, 1, (n_head + n_kv) * hd, n_kv * hd);
         if (qwen3) {
-          w.q_norm = ctx.new_tensor(DType::F32, {hd}, "q_norm");
-          w.k_norm = ctx.new_tensor(DType::F32, {hd}, "k_norm");
+          att.q_norm = ctx.new_tensor(DType::F32, {hd}, "q_norm");
+          att.k_norm = ctx.new_tensor(DType::F32, {hd}, "k_norm");
         } else {
-          w.bq = ctx.new_tensor(DType::F32, {n_head * hd}, "bq");
-          w.bk = ctx.new_tensor(DType::F32, {n_kv * hd}, "bk");
-          w.bv = ctx.new_tensor(DType::F32, {n_kv * hd}, "bv");
+          att.bq = ctx.new_tensor(DType::F32, {n_head * hd}, "bq");
+          att.bk = ctx.new_tensor(DType::F32, {n_kv * hd}, "bk");
+          att.bv = ctx.new_tensor(DType::F32, {n_kv * hd}, "bv");
         }
-        ops::QkvParams p;
+        att.wo = ctx.new_tensor(DType::Q4_K, {n_embd, n_embd}, "wo");
+        models::AttentionParams p;
         p.n_head = n_head;
         p.n_head_kv = n_kv;
         p.head_dim = hd;
+        p.head_dim_v = hd;
         p.rope.freq_base = 1e6f;
+        p.kq_scale = 0.125f;
         Tensor* hn = ops::rms_norm(ctx, x, 1e-6f, ctx.new_tensor(DType::F32, {n_embd}, "attn_norm"));
-        Tensor* q = ops::qkv(ctx, hn, w, pos, cells, kc, vc, p);
-        Tensor* a = ops::attention(ctx, q, kc, vc, pos, ctx.new_tensor(DType::I32, {T}, "seq"),
-                                   ctx.new_tensor(DType::I32, {n_ctx / 16, 1}, "table"), 16, 0.125f);
-        // [hd, n_head, T] -> [hd * n_head, T] through a copy: the harness allocates leaves before
-        // the graph, so the build may not take views of nodes.
-        a = ops::cpy(ctx, a, ctx.new_tensor(DType::F32, {hd * n_head, T}, "attn_out"));
-        x = ops::add(ctx, x, ops::mul_mat(ctx, ctx.new_tensor(DType::Q4_K, {n_embd, n_embd}, "wo"), a));
+        const auto pr = att.project(ctx, hn, pos, cells, kc, vc, p);
+        Tensor* a = ops::attention(ctx, pr.q, pr.k_store, pr.v_store, pos, ctx.new_tensor(DType::I32, {T}, "seq"),
+                                   ctx.new_tensor(DType::I32, {n_ctx / 16, 1}, "table"), 16, p.kq_scale);
+        a = reshape(ctx, a, {hd * n_head, T});
+        x = models::residual_add(ctx, x, ops::mul_mat(ctx, att.wo, a));
         hn = ops::rms_norm(ctx, x, 1e-6f, ctx.new_tensor(DType::F32, {n_embd}, "ffn_norm"));
         Tensor* gu = ctx.new_tensor(DType::Q4_K, {n_embd, 2 * n_ff}, "w_gate_up");
-        Tensor* f = ops::ffn_swiglu(ctx, hn, slice(ctx, gu, 1, 0, n_ff), slice(ctx, gu, 1, n_ff, n_ff),
-                                    ctx.new_tensor(DType::Q6_K, {n_ff, n_embd}, "w_down"));
-        return ops::add(ctx, x, f);
+        models::SwiGluFfn ffn{slice(ctx, gu, 1, 0, n_ff), slice(ctx, gu, 1, n_ff, n_ff),
+                              ctx.new_tensor(DType::Q6_K, {n_ff, n_embd}, "w_down")};
+        return models::residual_add(ctx, x, ffn.forward(ctx, hn));
       };
-      compare_cpu_cuda_named(build, init, 1e-3, fmt::format("decoder layer qwen3={} T={}", qwen3, T));
+      const std::string what = fmt::format("decoder layer qwen3={} T={}", qwen3, T);
+      const FusedCount f = compare_fused(build, init, 1e-3, what);
+      auto n = [&](Op op) { return f.count(op) ? f.at(op) : 0; };
+      EXPECT_EQ(n(Op::QKV), 1) << what << ": fused " << show(f);
+      // Decode sizes (q8_1 activations: MMVQ, then MMQ up to kDecodeMaxRows = 64 rows)
+      // prequantize and fold both residuals; T = 80 runs cuBLAS: the f32 paths, unfused ADDs.
+      const bool vec = T <= 64;
+      EXPECT_EQ(n(Op::FFN_SWIGLU), 1) << what << ": fused " << show(f);
+      EXPECT_EQ(n(Op::RMS_NORM_Q8_1), vec ? 2 : 0) << what << ": fused " << show(f);
+      EXPECT_EQ(n(Op::MUL_MAT_ADD), vec ? 1 : 0) << what << ": fused " << show(f);
     }
 }
 

@@ -4,8 +4,6 @@
 // dequantization of the GEMM path.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-
 #include "cuda_test_util.h"
 #include "ops/ops.h"
 
@@ -66,9 +64,17 @@ TEST(CudaMatmulShapes, StridedActivationsAndWeightRowSlices) {
 
 TEST(CudaMatmulShapes, ChunkedDequantizationGemm) {
   MINFER_REQUIRE_GPU();
-  setenv("MINFER_CUDA_DEQUANT_CHUNK", "33280", 1);  // 256-wide rows: chunks of 128, 128, 44 rows
-  for (DType wt : {DType::Q4_K, DType::Q6_K, DType::Q5_0}) check(wt, DType::F32, 256, 300, 16);
-  unsetenv("MINFER_CUDA_DEQUANT_CHUNK");
+  CudaOptions o;
+  o.gemm_dequant_chunk = 33280;  // 256-wide rows: chunks of 128, 128, 44 rows
+  CudaBackend small_chunks(0, o);
+  for (DType wt : {DType::Q4_K, DType::Q6_K, DType::Q5_0}) {
+    const int64_t K = 256, M = 300, N = 16;
+    auto build = [&](Context& c) { return ops::mul_mat(c, c.new_tensor(wt, {K, M}), c.new_tensor(DType::F32, {K, N})); };
+    LeafData data;
+    auto ref = run_op(cpu(), build, data);
+    auto got = run_op(small_chunks, build, data);
+    expect_close(got.values, ref.values, cuda_tolerance(wt), fmt::format("chunked GEMM {}", dtype_name(wt)));
+  }
 }
 
 }  // namespace

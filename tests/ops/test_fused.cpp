@@ -1,12 +1,13 @@
-// Fused FFN and QKV ops (run through their decompositions on the CPU) against double references,
-// with separate weights and with adjacent (concatenated) weights.
+// The toolkit's SwiGLU MLP and attention input block (models/layers.h: basic ops, which the CUDA
+// backend's rewrite fuses) on the CPU against double references, with separate weights and with
+// adjacent (concatenated) weights.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "common/op_harness.h"
+#include "models/layers.h"
 #include "ops/cpu/cpu_backend.h"
-#include "ops/lower.h"
 #include "ops/ops.h"
 #include "ref.h"
 
@@ -42,14 +43,14 @@ TEST(OpFused, FfnSwigluSeparateAndAdjacentWeights) {
         Tensor* gu = c.new_tensor(DType::F32, {n_embd, 2 * n_ff});
         wg = slice(c, gu, 1, 0, n_ff);
         wu = slice(c, gu, 1, n_ff, n_ff);
-        EXPECT_NE(ops::adjacent_rows(c, wg, wu), nullptr);
+        EXPECT_NE(adjacent_rows(c, wg, wu), nullptr);
       } else {
         wg = c.new_tensor(DType::F32, {n_embd, n_ff});
         wu = c.new_tensor(DType::F32, {n_embd, n_ff});
-        EXPECT_EQ(ops::adjacent_rows(c, wg, wu), nullptr);
+        EXPECT_EQ(adjacent_rows(c, wg, wu), nullptr);
       }
       wd = c.new_tensor(DType::F32, {n_ff, n_embd});
-      return ops::ffn_swiglu(c, x, wg, wu, wd);
+      return models::SwiGluFfn{wg, wu, wd}.forward(c, x);
     }, data);
     Nd X(*x), G(*wg), U(*wu), D(*wd);
     std::vector<double> e;
@@ -61,7 +62,7 @@ TEST(OpFused, FfnSwigluSeparateAndAdjacentWeights) {
       e.insert(e.end(), y.begin(), y.end());
     }
     expect_close(r.values, e, 1e-10, adjacent ? "ffn adjacent" : "ffn separate");
-    // The graph ran the decomposition: no fused node is left.
+    // The CPU runs the basic ops: it rewrites nothing.
     for (Tensor* n : r.graph.nodes()) EXPECT_FALSE(op_is_fused(n->op)) << op_name(n->op);
   }
 }
@@ -87,10 +88,11 @@ void check_qkv(const QkvCase& c) {
       for (int64_t i = 0; i < leaf.nelements(); ++i) static_cast<float*>(leaf.data)[i] = 1.0f + 0.5f * static_cast<float>(i);
     else fill_random(leaf);
   });
-  ops::QkvParams p;
+  models::AttentionParams p;
   p.n_head = n_head;
   p.n_head_kv = n_kv;
   p.head_dim = hd;
+  p.head_dim_v = hd;
   p.rope.freq_base = 1e6f;
   if (c.scaled) {
     p.rope.freq_scale = 0.5f;
@@ -124,7 +126,22 @@ void check_qkv(const QkvCase& c) {
     kc = ctx.new_tensor(DType::F32, {hd, n_kv, n_ctx});
     vc = ctx.new_tensor(DType::F32, {hd, n_kv, n_ctx});
     if (c.scaled) rope_freqs = ctx.new_tensor(DType::F32, {hd / 2}, "rope_freqs");
-    return ops::qkv(ctx, x, {wq, wk, wv, bq, bk, bv, qn, kn, rope_freqs}, pos, cells, kc, vc, p);
+    models::Attention a;
+    a.wq = wq;
+    a.wk = wk;
+    a.wv = wv;
+    a.bq = bq;
+    a.bk = bk;
+    a.bv = bv;
+    a.q_norm = qn;
+    a.k_norm = kn;
+    a.rope_freqs = rope_freqs;
+    const auto pr = a.project(ctx, x, pos, cells, kc, vc, p);
+    // The stores become ordering dependencies of q (after ROPE's three sources), so the graph
+    // that reads q back runs them too.
+    pr.q->src[3] = pr.k_store;
+    pr.q->src[4] = pr.v_store;
+    return pr.q;
   }, data);
 
   Nd X(*x), WQ(*wq), WK(*wk), WV(*wv);
@@ -186,12 +203,6 @@ TEST(OpFused, QkvQwen2AndQwen3Styles) {
       check_qkv({adjacent, false, true, past});   // Qwen3: q_norm/k_norm
       check_qkv({adjacent, true, false, past, true});  // scaled RoPE with frequency factors
     }
-}
-
-TEST(OpFused, DecomposeRejectsBasicOps) {
-  Context c;
-  Tensor* a = c.new_tensor(DType::F32, {4});
-  EXPECT_THROW(ops::decompose(c, ops::silu(c, a)), std::invalid_argument);
 }
 
 }  // namespace

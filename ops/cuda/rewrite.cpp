@@ -1,0 +1,255 @@
+// The CUDA backend's graph rewrite: the only place fused ops come from. Models record basic ops;
+// before allocation (Executor::allocate -> CudaBackend::rewrite) these patterns become the fused
+// kernels of k_fused.cu, k_matmul.cu and k_norm.cu:
+//
+//   attention input   mul_mat(wq|wk|wv, x) (or three) -> views -> [add bias] -> [rms_norm q/k]
+//                     -> rope q, k -> kv_store k, v -> attention        =>  QKV (-> attention)
+//   SwiGLU MLP        mul_mat(wd, swiglu(mul_mat(wg|wu, x) views))      =>  FFN_SWIGLU
+//   residual          add(r, mul_mat(w, x))  at matrix-vector sizes     =>  MUL_MAT_ADD
+//                     add(r, FFN_SWIGLU)     at MMVQ sizes              =>  FFN_SWIGLU + src[4] = r
+//   prequantization   rms_norm -> QKV / FFN_SWIGLU at MMVQ sizes        =>  RMS_NORM_Q8_1 -> ...
+//
+// A pattern is taken only when every inner node has no consumer outside it (its values are
+// needed nowhere else) and the fused kernel supports the node (s_qkv, ...); otherwise the basic
+// ops stay. The fused kernels compute the same arithmetic in the same order as the basic ones.
+// Nodes that drop out of the pattern are left in the Context, unreachable from the outputs;
+// rebuilding the graph forgets them. Already-fused graphs match nothing (idempotent).
+#include <unordered_map>
+
+#include "ops/cuda/kernels.cuh"
+#include "ops/rope.h"
+
+namespace minfer::cuda {
+namespace {
+
+class Uses {
+ public:
+  explicit Uses(const Graph& g) {
+    for (const Tensor* t : g.nodes())
+      for (const Tensor* s : t->src)
+        if (s) ++n_[s];
+    for (const Tensor* o : g.outputs()) n_[o] += 2;  // read by the caller: never folded away
+  }
+  int operator()(const Tensor* t) const {
+    const auto it = n_.find(t);
+    return it == n_.end() ? 0 : it->second;
+  }
+  bool single(const Tensor* t) const { return (*this)(t) == 1; }
+
+ private:
+  std::unordered_map<const Tensor*, int> n_;
+};
+
+bool is_f32_matrix(const Tensor* t) {
+  return t && t->type == DType::F32 && t->is_contiguous() && t->ne[2] == 1 && t->ne[3] == 1;
+}
+
+// One head group of the attention input: rows [row0, row0 + heads * hd) of the projection `mm`
+// viewed as heads, with the optional bias and per-head RMSNorm applied to them.
+struct Heads {
+  Tensor* mm = nullptr;
+  int64_t row0 = 0, heads = 0, hd = 0;
+  Tensor* bias = nullptr;
+  Tensor* norm = nullptr;
+  float eps = 0;
+};
+
+// Walks back from `t` (what the rope rotates, or what the store stores): [RMS_NORM with a weight]
+// [ADD of a reshaped bias leaf] VIEW of the f32 MUL_MAT output, each used only here.
+bool parse_heads(const Uses& u, Tensor* t, bool allow_norm, Heads& h) {
+  if (allow_norm && t->op == Op::RMS_NORM && t->src[1] && u.single(t)) {
+    h.norm = t->src[1];
+    h.eps = t->param<float>(0);
+    t = t->src[0];
+  }
+  if (t->op == Op::ADD && u.single(t)) {
+    const Tensor* b = t->src[1];
+    if (!b || b->op != Op::RESHAPE || !b->src[0] || b->src[0]->op != Op::NONE || !b->src[0]->is_contiguous())
+      return false;
+    h.bias = b->src[0];
+    t = t->src[0];
+  }
+  if (t->op != Op::VIEW || !u.single(t)) return false;
+  Tensor* m = t->src[0];
+  if (!m || m->op != Op::MUL_MAT || !is_f32_matrix(m)) return false;
+  if (t->ne[2] != m->ne[1] || t->ne[3] != 1 || t->nb[1] != static_cast<size_t>(t->ne[0]) * 4 || t->nb[2] != m->nb[1] ||
+      t->view_offs % 4 != 0)
+    return false;
+  h.mm = m;
+  h.hd = t->ne[0];
+  h.heads = t->ne[1];
+  h.row0 = static_cast<int64_t>(t->view_offs / 4);
+  if (h.row0 + h.hd * h.heads > m->ne[0]) return false;
+  if (h.bias && h.bias->nelements() != h.hd * h.heads) return false;
+  return true;
+}
+
+// ATTENTION(rope(q), kv_store(k cache, rope(k)), kv_store(v cache, v)): q/k/v, bias, norms, rope
+// and both stores become one QKV node; the attention then reads the caches it wrote.
+bool fuse_qkv(Context& ctx, const Uses& u, Tensor* attn) {
+  Tensor *qr = attn->src[0], *ks = attn->src[1], *vs = attn->src[2];
+  if (!qr || qr->op != Op::ROPE || !u.single(qr)) return false;
+  if (!ks || ks->op != Op::KV_STORE || !u.single(ks) || !vs || vs->op != Op::KV_STORE || !u.single(vs)) return false;
+  Tensor* kr = ks->src[1];
+  if (!kr || kr->op != Op::ROPE || !u.single(kr)) return false;
+  Tensor *pos = qr->src[1], *ff = qr->src[2], *cells = ks->src[2];
+  if (kr->src[1] != pos || kr->src[2] != ff || vs->src[2] != cells || kr->op_params != qr->op_params) return false;
+  Heads q, k, v;
+  if (!parse_heads(u, qr->src[0], true, q) || !parse_heads(u, kr->src[0], true, k) ||
+      !parse_heads(u, vs->src[1], false, v))
+    return false;
+  if (k.hd != q.hd || v.hd != q.hd || v.heads != k.heads) return false;
+  if (q.norm && k.norm && q.eps != k.eps) return false;
+  Tensor* x = q.mm->src[1];
+  if (!is_f32_matrix(x)) return false;
+  const int64_t nq = q.heads * q.hd, nk = k.heads * k.hd, nv = v.heads * v.hd;
+  Tensor *wq, *wk, *wv;
+  if (q.mm == k.mm && k.mm == v.mm) {  // one matmul over wq|wk|wv
+    if (u(q.mm) != 3 || q.row0 != 0 || k.row0 != nq || v.row0 != nq + nk || q.mm->ne[0] != nq + nk + nv) return false;
+    Tensor* w = q.mm->src[0];
+    wq = slice(ctx, w, 1, 0, nq);
+    wk = slice(ctx, w, 1, nq, nk);
+    wv = slice(ctx, w, 1, nq + nk, nv);
+  } else {
+    for (const Heads* h : {&q, &k, &v})
+      if (!u.single(h->mm) || h->row0 != 0 || h->mm->ne[0] != h->heads * h->hd || h->mm->src[1] != x) return false;
+    if (q.mm == k.mm || k.mm == v.mm || q.mm == v.mm) return false;
+    wq = q.mm->src[0];
+    wk = k.mm->src[0];
+    wv = v.mm->src[0];
+  }
+  Tensor* f = ctx.new_node(Op::QKV, DType::F32, {q.hd, q.heads, x->ne[1], 1},
+                           {x, wq, wk, wv, q.bias, k.bias, v.bias, q.norm, k.norm, pos, ks->src[0], vs->src[0], cells, ff});
+  f->set_param(0, static_cast<int32_t>(q.heads));
+  f->set_param(1, static_cast<int32_t>(k.heads));
+  f->set_param(2, static_cast<int32_t>(q.hd));
+  f->set_param(3, q.norm ? q.eps : k.eps);
+  ops::set_rope_params(*f, ops::rope_params_of(*qr), 4);
+  if (!s_qkv(*f)) return false;
+  attn->src[0] = f;
+  attn->src[1] = ks->src[0];  // the caches, written by f, which the attention now follows
+  attn->src[2] = vs->src[0];
+  return true;
+}
+
+// MUL_MAT(wd, SWIGLU(gate, up)) with gate/up the two halves of one matmul (or two matmuls of the
+// same x): the down matmul node becomes FFN_SWIGLU(x, wg, wu, wd).
+bool fuse_ffn(Context& ctx, const Uses& u, Tensor* d) {
+  Tensor* s = d->src[1];
+  if (!s || s->op != Op::SWIGLU || !u.single(s) || !is_f32_matrix(d)) return false;
+  Tensor *g = s->src[0], *up = s->src[1], *x, *wg, *wu;
+  if (g->op == Op::VIEW && up->op == Op::VIEW && g->src[0] == up->src[0]) {
+    Tensor* m = g->src[0];
+    const int64_t n_ff = g->ne[0];
+    if (!u.single(g) || !u.single(up) || !m || m->op != Op::MUL_MAT || u(m) != 2 || !is_f32_matrix(m)) return false;
+    if (m->ne[0] != 2 * n_ff || up->ne[0] != n_ff || g->ne[1] != m->ne[1] || up->ne[1] != m->ne[1] ||
+        g->nb[1] != m->nb[1] || up->nb[1] != m->nb[1] || g->view_offs != 0 ||
+        up->view_offs != static_cast<size_t>(n_ff) * 4 || g->ne[2] != 1 || up->ne[2] != 1)
+      return false;
+    x = m->src[1];
+    wg = slice(ctx, m->src[0], 1, 0, n_ff);
+    wu = slice(ctx, m->src[0], 1, n_ff, n_ff);
+  } else if (g->op == Op::MUL_MAT && up->op == Op::MUL_MAT && u.single(g) && u.single(up) && g->src[1] == up->src[1]) {
+    x = g->src[1];
+    wg = g->src[0];
+    wu = up->src[0];
+  } else {
+    return false;
+  }
+  if (!is_f32_matrix(x)) return false;
+  const Tensor before = *d;
+  d->op = Op::FFN_SWIGLU;
+  d->op_params = {};
+  d->src = {};
+  d->src[0] = x;
+  d->src[1] = wg;
+  d->src[2] = wu;
+  d->src[3] = before.src[0];
+  if (s_ffn_swiglu(*d)) return true;
+  d->op = before.op;
+  d->op_params = before.op_params;
+  d->src = before.src;
+  return false;
+}
+
+// ADD(r, t) where t (used only here) is a matrix-vector MUL_MAT or an MMVQ-sized FFN_SWIGLU: the
+// ADD node becomes t with r added in t's epilogue.
+bool fuse_residual(const Uses& u, Tensor* add) {
+  if (add->type != DType::F32 || !add->is_contiguous()) return false;
+  for (int side : {1, 0}) {
+    Tensor *t = add->src[side], *r = add->src[1 - side];
+    if (!t || !r || t == r || !u.single(t)) continue;
+    if (!same_shape(*t, *add) || !same_shape(*r, *add)) continue;
+    const Tensor before = *add;
+    add->op_params = t->op_params;
+    if (t->op == Op::MUL_MAT) {
+      add->op = Op::MUL_MAT_ADD;
+      add->src = {};
+      add->src[0] = t->src[0];
+      add->src[1] = t->src[1];
+      add->src[2] = r;
+      if (s_mul_mat_add(*add)) return true;
+    } else if (t->op == Op::FFN_SWIGLU && !t->src[4]) {
+      add->op = Op::FFN_SWIGLU;
+      add->src = t->src;
+      add->src[4] = r;
+      if (s_ffn_swiglu(*add)) return true;
+    }
+    add->op = before.op;
+    add->op_params = before.op_params;
+    add->src = before.src;
+  }
+  return false;
+}
+
+// RMS_NORM whose only consumer is QKV / FFN_SWIGLU activations with every projection weight on
+// the MMVQ path: the norm writes the q8_1 planes those matmuls read, never the f32 rows.
+bool fuse_prequant(Context& ctx, const Uses& u, Tensor* c) {
+  Tensor* r = c->src[0];
+  if (!r || r->op != Op::RMS_NORM || !u.single(r)) return false;
+  if (!is_f32_matrix(r) || r->ne[0] % 32 != 0) return false;
+  const int64_t n = r->ne[0], rows = r->ne[1];
+  const int last = c->op == Op::QKV ? 3 : 2;
+  for (int i = 1; i <= last; ++i)
+    if (!matmul_is_mmvq(*c->src[i], rows)) return false;
+  const auto bytes = static_cast<int64_t>(q8_plane_bytes(rows, n));
+  Tensor* p = ctx.new_node(Op::RMS_NORM_Q8_1, DType::I8, {bytes, 1, 1, 1}, {r->src[0], r->src[1]});
+  p->op_params = r->op_params;  // eps
+  if (!s_rms_norm_q8_1(*p)) return false;
+  c->src[0] = p;
+  const bool ok = c->op == Op::QKV ? s_qkv(*c) : s_ffn_swiglu(*c);
+  if (!ok) c->src[0] = r;
+  return ok;
+}
+
+}  // namespace
+
+void rewrite_graph(Context& ctx, Graph& g) {
+  int changed = 0;
+  {
+    const Uses u(g);
+    for (Tensor* t : g.nodes()) {
+      if (t->op == Op::ATTENTION) changed += fuse_qkv(ctx, u, t);
+      else if (t->op == Op::MUL_MAT) changed += fuse_ffn(ctx, u, t);
+    }
+  }
+  if (changed) g.rebuild();
+  // The residual and prequantization fusions see the QKV / FFN_SWIGLU nodes made above.
+  int more = 0;
+  {
+    const Uses u(g);
+    for (Tensor* t : g.nodes())
+      if (t->op == Op::ADD) more += fuse_residual(u, t);
+  }
+  if (more) g.rebuild();
+  changed += more;
+  more = 0;
+  {
+    const Uses u(g);
+    for (Tensor* t : g.nodes())
+      if (t->op == Op::QKV || t->op == Op::FFN_SWIGLU) more += fuse_prequant(ctx, u, t);
+  }
+  if (more) g.rebuild();
+}
+
+}  // namespace minfer::cuda
