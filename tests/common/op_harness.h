@@ -50,6 +50,13 @@ struct OpRun {
 /// Builds, allocates (arena poisoned with NaN), uploads the leaves, computes, reads back `out`.
 OpRun run_op(Backend& backend, const BuildFn& build, LeafData& data);
 
+/// run_op's first half: builds, allocates the leaves and (through an Executor, arena poisoned)
+/// the graph, which is then the graph the backend runs (Executor::allocate may rewrite nodes);
+/// uploads the leaves when `upload`. compute_op is the second half.
+OpRun prepare_op(Backend& backend, const BuildFn& build, LeafData& data, bool upload = true);
+/// Computes a prepared run and reads back `out` into r.values.
+void compute_op(Backend& backend, OpRun& r);
+
 /// Normalized mean squared error sum((a-b)^2) / sum(b^2); +inf when any value is NaN/inf in only
 /// one of them or NaN anywhere.
 double nmse(const std::vector<float>& got, const std::vector<double>& ref);
