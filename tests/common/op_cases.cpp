@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <stdexcept>
@@ -107,6 +108,9 @@ void run_case(Backend& backend, const OpCase& c) {
   for (const Tensor* t : built.in) in.push_back(host_input(run, data, t));
   const std::vector<double> expected = r.reference(in);
   const double tol = backend.is_host() || r.tol_device < 0 ? r.tol : r.tol_device;
+  if (std::getenv("MINFER_OP_CASE_NMSE"))  // margins: every case's nmse against its tolerance
+    std::printf("[ nmse ] %s %s %.3g tol %.3g\n", std::string(backend.name()).c_str(), c.name.c_str(),
+                nmse(run.values, expected), tol);
   expect_close(run.values, expected, tol,
                fmt::format("{} on {}{}{}", c.name, backend.name(), r.what.empty() ? "" : ": ", r.what));
   if (r.check) r.check(run.values, in, backend);
