@@ -127,6 +127,17 @@ std::vector<std::string> case_node_keys(Backend& backend, const OpCase& c) {
   return keys;
 }
 
+std::vector<std::string> case_built_keys(const OpCase& c) {
+  CaseRun r = c.make();
+  Context ctx;
+  Graph g;
+  g.add_output(r.build(ctx).out);
+  std::vector<std::string> keys;
+  for (const Tensor* n : g.nodes())
+    if (!op_is_view(n->op)) keys.push_back(coverage_key(*n));
+  return keys;
+}
+
 namespace {
 
 const DType kStorageTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,
@@ -167,6 +178,7 @@ std::vector<Probe> op_probes(Context& c) {
   for (DType from : {DType::F32, DType::F16, DType::BF16})
     for (DType to : kCastTargets)
       add(fmt::format("CPY {} -> {}", dtype_name(from), dtype_name(to)), [&] { return ops::cast(c, t(from, {256, 2}), to); });
+  add("CPY q4_K -> q4_K (raw rows)", [&] { return ops::cast(c, t(DType::Q4_K, {256, 2}), DType::Q4_K); });
   add("GET_ROWS 3-D table", [&] { return ops::get_rows(c, t(DType::F32, {1, 8, 3}), t(DType::I32, {2, 3})); });
   add("TOP_K", [&] { return ops::top_k(c, t(DType::F32, {8, 4}), 2); });
   add("ARGMAX", [&] { return ops::argmax(c, t(DType::F32, {64, 4})); });

@@ -64,6 +64,9 @@ void run_case(Backend& backend, const OpCase& c);
 /// The coverage keys of the nodes `backend` would run for one instance of `c`: built and
 /// allocated through an Executor, not computed.
 std::vector<std::string> case_node_keys(Backend& backend, const OpCase& c);
+/// The coverage keys of one instance of `c` as built, before any backend lowers or rewrites it
+/// (for a backend that cannot run here).
+std::vector<std::string> case_built_keys(const OpCase& c);
 
 /// "(op, dtype)" key of a node: the op and the dtypes of the sources it reads, then the output's,
 /// e.g. "MUL_MAT(q4_K,f32) -> f32"; "-" for an absent optional source before a present one.

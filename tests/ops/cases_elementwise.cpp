@@ -213,13 +213,15 @@ double cast_value(double x, DType to) {
 // nmse of quantizing N(0, 1) rows to each block type, with margin (dequantize(quantize(x)) vs x).
 double cast_tol(DType from, DType to) {
   if (from == to || !dtype_is_quantized(to)) return 0;
-  switch (to) {
+  switch (to) {  // measured over 2,560 values (MINFER_OP_CASE_NMSE): about 2/3 of these or less
     case DType::Q8_0: case DType::Q8_1: return 1e-4;
-    case DType::Q6_K: return 2e-3;
-    case DType::Q5_0: case DType::Q5_1: case DType::Q5_K: return 6e-3;
-    case DType::Q4_0: case DType::Q4_1: case DType::Q4_K: return 2e-2;
-    case DType::Q3_K: return 8e-2;
-    default: return 0.25;  // Q2_K
+    case DType::Q6_K: return 1e-3;
+    case DType::Q5_0: return 3e-3;
+    case DType::Q5_1: case DType::Q5_K: return 2.5e-3;
+    case DType::Q4_0: return 1e-2;
+    case DType::Q4_1: case DType::Q4_K: return 8e-3;
+    case DType::Q3_K: return 4e-2;
+    default: return 0.13;  // Q2_K
   }
 }
 
