@@ -1,5 +1,7 @@
 // The backend op harness: build an op graph, run it on a backend with fresh random inputs and a
-// poisoned arena, read the output back; compare two runs with a dtype-aware tolerance.
+// poisoned arena, read the output back; compare with a dtype-aware tolerance. The op cases
+// (common/op_cases.h, docs/testing.md) run on it against double references; the fused and
+// batch-invariance tests also compare two runs.
 //
 //   Tensor *a, *b;
 //   auto build = [&](Context& c) { a = c.new_tensor(DType::F32, {33, 7}); ...; return ops::add(c, a, b); };

@@ -28,9 +28,10 @@ void add_moe_cases(std::vector<OpCase>& v);          // cases_moe.cpp
 void add_fused_cases(std::vector<OpCase>& v);
 /// Probe nodes of fused ops, for the coverage check.
 void add_fused_probes(Context& ctx, std::vector<Probe>& probes);
-/// Coverage keys (coverage_key) a backend may claim without a case here because the fused
-/// tests (tests/ops/test_fused.cpp, tests/cuda/test_cuda_fused.cpp) exercise them; the coverage
-/// check prints them as "covered by the fused cases".
+/// Coverage keys (coverage_key, e.g. "QKV(f32,q4_K,...) -> f32") or whole op names ("QKV") a
+/// backend may claim without a case here because the fused tests (tests/ops/test_fused.cpp,
+/// tests/cuda/test_cuda_fused.cpp) exercise them; the coverage check prints them as "covered by
+/// the fused cases".
 const std::vector<std::string>& covered_by_fused_cases();
 
 // ---- Helpers ----
