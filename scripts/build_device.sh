@@ -26,7 +26,7 @@ fixture_set="${MINFER_DEVICE_FIXTURES:-default}"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMINFER_CUDA=ON -DMINFER_PORTABLE=ON \
   -DMINFER_SANITIZE=OFF "$@" >/dev/null
 # What the device runs: the GPU tests and the programs gpu_check.sh uses (those that exist).
-want=(test_cuda_ops test_cuda_models minfer-bench minfer-batched-bench minfer-mkmodel minfer-generate minfer-perplexity minfer-speculative
+want=(test_backend_ops test_cuda_ops test_cuda_models minfer-bench minfer-batched-bench minfer-mkmodel minfer-generate minfer-perplexity minfer-speculative
       minfer-server minfer-server-load)
 have=$(ninja -C "$build" -t targets all | sed 's/:.*//')
 targets=()

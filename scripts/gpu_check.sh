@@ -77,9 +77,10 @@ step_gtest() {
 }
 
 step_tests() {
+  step_gtest test_backend_ops 600 --gtest_filter='cuda.*:Coverage.cuda'
   step_gtest test_cuda_ops 300
   step_gtest test_cuda_models 300
-  grep -hE '^\[ (cuda|oom|coverage)' "$out"/test_cuda_*.log | sed 's/^/    /' | head -40
+  grep -hE '^\[ (cuda|oom|coverage)' "$out"/test_backend_ops.log "$out"/test_cuda_*.log | sed 's/^/    /' | head -40
 }
 
 # bench <label> <mkmodel args...>: make the model (timed), then pp512/tg128.

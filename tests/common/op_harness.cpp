@@ -28,7 +28,7 @@ const std::vector<uint8_t>& LeafData::bytes(size_t i, const Tensor& leaf) {
   return b;
 }
 
-OpRun run_op(Backend& backend, const BuildFn& build, LeafData& data) {
+OpRun prepare_op(Backend& backend, const BuildFn& build, LeafData& data, bool upload) {
   OpRun r;
   r.ctx = std::make_unique<Context>();
   r.out = build(*r.ctx);
@@ -37,11 +37,16 @@ OpRun run_op(Backend& backend, const BuildFn& build, LeafData& data) {
   r.exec = std::make_unique<Executor>(backend);
   r.exec->allocator().set_poison(true);
   r.exec->allocate(*r.ctx, r.graph);
+  if (!upload) return r;
   const auto& leafs = r.graph.leafs();
   for (size_t i = 0; i < leafs.size(); ++i) {
     const auto& b = data.bytes(i, *leafs[i]);
     backend.set_tensor(*leafs[i], b.data(), 0, b.size());
   }
+  return r;
+}
+
+void compute_op(Backend& backend, OpRun& r) {
   r.exec->compute(r.graph);
   backend.synchronize();
   // Read the output through a host copy of its whole span.
@@ -50,6 +55,11 @@ OpRun run_op(Backend& backend, const BuildFn& build, LeafData& data) {
   Tensor h = *r.out;
   h.data = host.data();
   r.values = to_f32(h);
+}
+
+OpRun run_op(Backend& backend, const BuildFn& build, LeafData& data) {
+  OpRun r = prepare_op(backend, build, data);
+  compute_op(backend, r);
   return r;
 }
 

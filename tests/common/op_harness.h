@@ -1,5 +1,7 @@
 // The backend op harness: build an op graph, run it on a backend with fresh random inputs and a
-// poisoned arena, read the output back; compare two runs with a dtype-aware tolerance.
+// poisoned arena, read the output back; compare with a dtype-aware tolerance. The op cases
+// (common/op_cases.h, docs/testing.md) run on it against double references; the fused and
+// batch-invariance tests also compare two runs.
 //
 //   Tensor *a, *b;
 //   auto build = [&](Context& c) { a = c.new_tensor(DType::F32, {33, 7}); ...; return ops::add(c, a, b); };
@@ -49,6 +51,13 @@ struct OpRun {
 
 /// Builds, allocates (arena poisoned with NaN), uploads the leaves, computes, reads back `out`.
 OpRun run_op(Backend& backend, const BuildFn& build, LeafData& data);
+
+/// run_op's first half: builds, allocates the leaves and (through an Executor, arena poisoned)
+/// the graph, which is then the graph the backend runs (Executor::allocate may rewrite nodes);
+/// uploads the leaves when `upload`. compute_op is the second half.
+OpRun prepare_op(Backend& backend, const BuildFn& build, LeafData& data, bool upload = true);
+/// Computes a prepared run and reads back `out` into r.values.
+void compute_op(Backend& backend, OpRun& r);
 
 /// Normalized mean squared error sum((a-b)^2) / sum(b^2); +inf when any value is NaN/inf in only
 /// one of them or NaN anywhere.

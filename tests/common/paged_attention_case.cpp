@@ -66,8 +66,10 @@ Tensor* build_paged_attention(Context& ctx, const PagedAttnCase& c, const PagedA
                         static_cast<ops::AttentionImpl>(impl));
 }
 
-LeafData paged_leaf_data(const PagedAttnCase& c, const PagedAttnLayout& L) {
-  return LeafData([c, L](Tensor& leaf) {
+LeafData paged_leaf_data(const PagedAttnCase& c, const PagedAttnLayout& L) { return LeafData(paged_init(c, L)); }
+
+InitFn paged_init(const PagedAttnCase& c, const PagedAttnLayout& L) {
+  return [c, L](Tensor& leaf) {
     auto put = [&leaf](const std::vector<int32_t>& v) { std::copy(v.begin(), v.end(), static_cast<int32_t*>(leaf.data)); };
     if (leaf.name == "pos") return put(L.pos);
     if (leaf.name == "seq") return put(L.seq);
@@ -89,7 +91,7 @@ LeafData paged_leaf_data(const PagedAttnCase& c, const PagedAttnLayout& L) {
         }
       }
     }
-  });
+  };
 }
 
 }  // namespace minfer::test

@@ -1,4 +1,4 @@
-// A paged-attention test case shared by the CPU op tests and the CUDA-vs-CPU tests: sequences of
+// A paged-attention test case (the op cases in tests/ops/cases_attention.cpp): sequences of
 // given lengths whose blocks are scattered at random over a KV cache (optionally sharing a prefix
 // of blocks), queries at the last positions of each sequence, and every block no sequence uses
 // poisoned with NaN, so a kernel that reads outside its sequence produces NaN.
@@ -44,5 +44,7 @@ Tensor* build_paged_attention(Context& ctx, const PagedAttnCase& c, const PagedA
 
 /// Leaf data for the case: random q, K and V with unused blocks poisoned, and the layout's I32 inputs.
 LeafData paged_leaf_data(const PagedAttnCase& c, const PagedAttnLayout& layout);
+/// The init function of paged_leaf_data.
+InitFn paged_init(const PagedAttnCase& c, const PagedAttnLayout& layout);
 
 }  // namespace minfer::test

@@ -1,116 +1,19 @@
-// The CUDA backend itself: which ops have kernels (runs without a GPU), behaviour without a
-// device, transfers, fill, allocation failures with a clear message.
+// The CUDA backend itself: behaviour without a device, transfers, fill, allocation failures with
+// a clear message, bad runtime values reported as OpErrors (the backend stays usable), and
+// CUDA-graph replay of a decode step whose positions change between replays. Op results are
+// checked by the op cases (tests/ops/test_backend_ops.cpp, which also lists the ops and dtypes
+// CUDA has kernels for: Coverage.cuda).
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <cmath>
 #include <cstring>
-#include <set>
 
 #include "cuda_test_util.h"
-#include "models/layers.h"
 #include "ops/ops.h"
 
 namespace minfer::test {
 namespace {
-
-// One representative node per op (and per dtype where the kernel dispatches on it).
-struct Probe {
-  std::string what;
-  Tensor* node;
-};
-
-std::vector<Probe> probes(Context& c) {
-  std::vector<Probe> p;
-  auto f32 = [&](std::initializer_list<int64_t> ne) { return c.new_tensor(DType::F32, ne); };
-  Tensor* pos = c.new_tensor(DType::I32, {4});
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
-                  DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
-    Tensor* w = c.new_tensor(t, {256, 8});
-    p.push_back({"GET_ROWS " + std::string(dtype_name(t)), ops::get_rows(c, w, pos)});
-    for (DType at : {DType::F32, DType::F16})
-      p.push_back({fmt::format("MUL_MAT {} x {}", dtype_name(t), dtype_name(at)),
-                   ops::mul_mat(c, w, c.new_tensor(at, {256, 3}))});
-    p.push_back({"CPY " + std::string(dtype_name(t)) + " -> f32", ops::cast(c, w, DType::F32)});
-    for (DType at : {DType::F32, DType::F16})
-      p.push_back({fmt::format("MUL_MAT_ID {} x {}", dtype_name(t), dtype_name(at)),
-                   ops::mul_mat_id(c, c.new_tensor(t, {256, 8, 4}), c.new_tensor(DType::I32, {2, 3}),
-                                   c.new_tensor(at, {256, 1, 3}))});
-  }
-  p.push_back({"TOP_K", ops::top_k(c, f32({8, 4}), 2)});
-  p.push_back({"GET_ROWS 3-D table", ops::get_rows(c, f32({1, 8, 3}), c.new_tensor(DType::I32, {2, 3}))});
-  for (DType to : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q8_1, DType::Q4_0, DType::Q4_1, DType::Q5_0,
-                   DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K})
-    p.push_back({"CPY f32 -> " + std::string(dtype_name(to)), ops::cast(c, f32({256, 2}), to)});
-  Tensor* x = f32({64, 4, 4});
-  p.push_back({"ADD", ops::add(c, x, f32({64}))});
-  p.push_back({"MUL", ops::mul(c, x, f32({64}))});
-  p.push_back({"SCALE", ops::scale(c, x, 2.0f)});
-  p.push_back({"SILU", ops::silu(c, x)});
-  p.push_back({"SWIGLU", ops::swiglu(c, x, x)});
-  p.push_back({"CONCAT", ops::concat(c, x, x, 1)});
-  p.push_back({"ARGMAX", ops::argmax(c, x)});
-  p.push_back({"RMS_NORM", ops::rms_norm(c, x, 1e-6f, f32({64}))});
-  p.push_back({"SOFT_MAX", ops::soft_max(c, f32({8, 4}), 1.0f, pos)});
-  p.push_back({"ROPE", ops::rope(c, x, pos, ops::RopeParams{})});
-  for (DType kv : {DType::F32, DType::F16, DType::Q8_0}) {
-    Tensor* cache = c.new_tensor(kv, {64, 2, 16});
-    p.push_back({"KV_STORE " + std::string(dtype_name(kv)), ops::kv_store(c, cache, f32({64, 2, 4}), pos)});
-    p.push_back({"ATTENTION " + std::string(dtype_name(kv)),
-                 ops::attention(c, x, cache, cache, pos, pos, c.new_tensor(DType::I32, {4, 4}), 4, 0.1f)});
-  }
-  // The fused ops exist only after the rewrite: a decode-sized decoder layer yields all four.
-  {
-    Tensor* wqkv = c.new_tensor(DType::Q4_K, {256, 64 * 8});
-    models::Attention att;
-    att.wq = slice(c, wqkv, 1, 0, 256);
-    att.wk = slice(c, wqkv, 1, 256, 128);
-    att.wv = slice(c, wqkv, 1, 384, 128);
-    models::AttentionParams ap;
-    ap.n_head = 4;
-    ap.n_head_kv = 2;
-    ap.head_dim = 64;
-    ap.head_dim_v = 64;
-    Tensor* kc = c.new_tensor(DType::F16, {64, 2, 16});
-    Tensor* vc = c.new_tensor(DType::F16, {64, 2, 16});
-    Tensor* x = f32({256, 4});
-    const auto pr = att.project(c, ops::rms_norm(c, x, 1e-6f, f32({256})), pos, pos, kc, vc, ap);
-    Tensor* a = ops::attention(c, pr.q, pr.k_store, pr.v_store, pos, pos, c.new_tensor(DType::I32, {1, 1}), 16, 0.125f);
-    Tensor* h = models::residual_add(c, x, ops::mul_mat(c, c.new_tensor(DType::Q4_K, {256, 256}), reshape(c, a, {256, 4})));
-    Tensor* wgu = c.new_tensor(DType::Q4_K, {256, 1024});
-    models::SwiGluFfn ffn{slice(c, wgu, 1, 0, 512), slice(c, wgu, 1, 512, 512), c.new_tensor(DType::Q4_K, {512, 256})};
-    Graph g({models::residual_add(c, h, ffn.forward(c, ops::rms_norm(c, h, 1e-6f, f32({256}))))});
-    cuda::rewrite_graph(c, g);
-    std::set<Op> seen;
-    for (Tensor* n : g.nodes())
-      if (op_is_fused(n->op) && seen.insert(n->op).second) p.push_back({std::string(op_name(n->op)) + " (fused)", n});
-  }
-  return p;
-}
-
-TEST(CudaCoverage, EveryBasicOpHasAKernel) {
-  Context c;
-  std::vector<std::string> missing;
-  std::set<Op> ops_seen;
-  for (const Probe& p : probes(c)) {
-    ops_seen.insert(p.node->op);
-    if (!cuda::op_supported(*p.node)) missing.push_back(p.what);
-  }
-  std::printf("[ coverage ] ops/dtypes without a CUDA kernel (%zu):\n", missing.size());
-  for (const auto& m : missing) std::printf("  %s\n", m.c_str());
-  // Every op of the enum (but NONE and views) is probed.
-  for (int i = 0; i < kOpCount; ++i) {
-    const Op op = static_cast<Op>(i);
-    if (op == Op::NONE || op_is_view(op)) continue;
-    EXPECT_TRUE(ops_seen.count(op)) << "no coverage probe for " << op_name(op);
-  }
-  // Allowed gaps: CPY into block types other than Q8_0/Q8_1 (the CPU's scale-searching
-  // quantizers; models never need them at run time).
-  for (const auto& m : missing) {
-    const bool cpy_to_block = m.rfind("CPY f32 -> ", 0) == 0 && m.find("q8_") == std::string::npos;
-    EXPECT_TRUE(cpy_to_block) << "missing CUDA kernel: " << m;
-  }
-}
 
 TEST(CudaBackendBasics, DeviceCountNeverThrowsAndBadDeviceIsAClearError) {
   const int n = cuda::device_count();
@@ -159,6 +62,154 @@ TEST(CudaBackendBasics, TransfersFillAndRangeChecks) {
   buf->fill(0xFF);
   gpu()->get_tensor(*t, part, 0, sizeof(part));
   EXPECT_TRUE(std::isnan(part[0]));
+}
+
+
+TEST(CudaBackendErrors, GetRowsOutOfRangeIdIsAnOpError) {
+  MINFER_REQUIRE_GPU();
+  LeafData data([&](Tensor& leaf) {
+    if (leaf.type == DType::I32) static_cast<int32_t*>(leaf.data)[0] = 11;
+    else fill_random(leaf);
+  });
+  try {
+    run_op(*gpu(), [&](Context& c) {
+      return ops::get_rows(c, c.new_tensor(DType::F32, {8, 11}), c.new_tensor(DType::I32, {1}));
+    }, data);
+    FAIL() << "no error";
+  } catch (const OpError& e) {
+    EXPECT_NE(std::string(e.what()).find("id 11"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("GET_ROWS"), std::string::npos) << e.what();
+  }
+  // The backend is usable afterwards.
+  LeafData ok([](Tensor& leaf) {
+    if (leaf.type != DType::I32) return fill_random(leaf);
+    for (int64_t i = 0; i < leaf.nelements(); ++i) static_cast<int32_t*>(leaf.data)[i] = static_cast<int32_t>(rand_int(0, 10));
+  });
+  compare_cpu_cuda([&](Context& c) {
+    return ops::get_rows(c, c.new_tensor(DType::F32, {8, 11}), c.new_tensor(DType::I32, {3}));
+  }, ok, 0, "get_rows after an error");
+}
+
+TEST(CudaBackendErrors, PositionPastTheCacheIsAnOpError) {
+  MINFER_REQUIRE_GPU();
+  auto pos8 = [] {
+    return LeafData([&](Tensor& leaf) {
+      if (leaf.type == DType::I32) static_cast<int32_t*>(leaf.data)[0] = 8;
+      else fill_random(leaf);
+    });
+  };
+  LeafData data = pos8(), data2 = pos8();
+  EXPECT_THROW(run_op(*gpu(), [&](Context& c) {
+    return ops::kv_store(c, c.new_tensor(DType::F16, {32, 1, 8}), c.new_tensor(DType::F32, {32, 1, 1}),
+                         c.new_tensor(DType::I32, {1}));
+  }, data), OpError);
+  EXPECT_THROW(run_op(*gpu(), [&](Context& c) {
+    Tensor* k = c.new_tensor(DType::F16, {32, 1, 8});
+    Tensor* i = c.new_tensor(DType::I32, {1});
+    return ops::attention(c, c.new_tensor(DType::F32, {32, 2, 1}), k, k, i, i, c.new_tensor(DType::I32, {1, 8}), 1, 1.0f);
+  }, data2), OpError);  // position 8 of a table row of 1 block of 1
+}
+
+TEST(CudaBackendErrors, BadExpertIdIsAnOpError) {
+  MINFER_REQUIRE_GPU();
+  for (DType wt : {DType::Q4_K, DType::F16}) {
+    LeafData data([](Tensor& leaf) {
+      if (leaf.type != DType::I32) return fill_random(leaf);
+      auto* p = static_cast<int32_t*>(leaf.data);
+      for (int64_t i = 0; i < leaf.nelements(); ++i) p[i] = static_cast<int32_t>(i % 4);
+      p[3] = 4;
+    });
+    try {
+      run_op(*gpu(), [&](Context& c) {
+        return ops::mul_mat_id(c, c.new_tensor(wt, {256, 8, 4}), c.new_tensor(DType::I32, {2, 3}),
+                               c.new_tensor(DType::F32, {256, 1, 3}));
+      }, data);
+      FAIL() << "no error";
+    } catch (const OpError& e) {
+      EXPECT_NE(std::string(e.what()).find("MUL_MAT_ID: expert id 4 outside [0, 4)"), std::string::npos) << e.what();
+    }
+  }
+  LeafData ok([](Tensor& leaf) {  // the backend is usable afterwards
+    if (leaf.type != DType::I32) return fill_random(leaf);
+    for (int64_t i = 0; i < leaf.nelements(); ++i) static_cast<int32_t*>(leaf.data)[i] = static_cast<int32_t>(rand_int(0, 3));
+  });
+  compare_cpu_cuda([](Context& c) {
+    return ops::mul_mat_id(c, c.new_tensor(DType::Q8_0, {64, 8, 4}), c.new_tensor(DType::I32, {2, 3}),
+                           c.new_tensor(DType::F32, {64, 1, 3}));
+  }, ok, cuda_tolerance(DType::Q8_0), "mul_mat_id after an error");
+}
+
+// A decode loop: each step stores the new token's K/V at its cell and attends over the cache
+// (one sequence whose blocks run backwards through the cache). The graph is identical every step (positions come from a tensor), so the CUDA backend
+// captures it on the second step and replays it after; the outputs must follow the CPU.
+class DecodeLoop {
+ public:
+  DecodeLoop(Backend& b, DType kv, int64_t d, int64_t nh, int64_t nkv, int64_t n_ctx)
+      : be_(b), exec_(b), d_(d), nh_(nh), nkv_(nkv), n_ctx_(n_ctx) {
+    kc_ = cache_ctx_.new_tensor(kv, {d, nkv, n_ctx});
+    vc_ = cache_ctx_.new_tensor(kv, {d, nkv, n_ctx});
+    table_ = cache_ctx_.new_tensor(DType::I32, {n_ctx / kBlock, 1});
+    buf_ = allocate_tensors(cache_ctx_, b);
+    std::vector<int32_t> t(static_cast<size_t>(n_ctx / kBlock));
+    for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<int32_t>(t.size() - 1 - i);
+    upload(b, *table_, t.data(), t.size() * 4);
+  }
+  std::vector<float> step(const std::vector<float>& q, const std::vector<float>& kv, int32_t pos) {
+    Context ctx;
+    Tensor* tq = ctx.new_tensor(DType::F32, {d_, nh_, 1}, "q");
+    Tensor* tx = ctx.new_tensor(DType::F32, {d_, nkv_, 1}, "x");
+    Tensor* tp = ctx.new_tensor(DType::I32, {1}, "pos");
+    Tensor* tc = ctx.new_tensor(DType::I32, {1}, "cell");
+    Tensor* ts = ctx.new_tensor(DType::I32, {1}, "seq");
+    for (Tensor* t : {tq, tx, tp, tc, ts}) t->flags |= kTensorInput;
+    Tensor* ks = ops::kv_store(ctx, kc_, tx, tc);
+    Tensor* vs = ops::kv_store(ctx, vc_, tx, tc);
+    Tensor* out = ops::attention(ctx, tq, ks, vs, tp, ts, table_, kBlock, 0.125f);
+    Graph g({out});
+    exec_.allocate(ctx, g);
+    be_.set_tensor(*tq, q.data(), 0, q.size() * 4);
+    be_.set_tensor(*tx, kv.data(), 0, kv.size() * 4);
+    const int32_t cell = static_cast<int32_t>((n_ctx_ / kBlock - 1 - pos / kBlock) * kBlock + pos % kBlock), zero = 0;
+    be_.set_tensor(*tp, &pos, 0, 4);
+    be_.set_tensor(*tc, &cell, 0, 4);
+    be_.set_tensor(*ts, &zero, 0, 4);
+    exec_.compute(g);
+    std::vector<float> r(static_cast<size_t>(d_ * nh_));
+    be_.get_tensor(*out, r.data(), 0, r.size() * 4);
+    be_.synchronize();
+    return r;
+  }
+
+ private:
+  Backend& be_;
+  Executor exec_;
+  Context cache_ctx_;
+  static constexpr int32_t kBlock = 16;
+  Tensor *kc_, *vc_, *table_;
+  std::unique_ptr<Buffer> buf_;
+  int64_t d_, nh_, nkv_, n_ctx_;
+};
+
+TEST(CudaGraph, DecodeStepsReplayWithNewPositions) {
+  MINFER_REQUIRE_GPU();
+  const int64_t d = 64, nh = 4, nkv = 2, n_ctx = 64;
+  for (bool graphs : {true, false}) {
+    gpu()->set_graphs_enabled(graphs);
+    const auto before = gpu()->stats();
+    DecodeLoop c(cpu(), DType::F16, d, nh, nkv, n_ctx), g(*gpu(), DType::F16, d, nh, nkv, n_ctx);
+    for (int32_t pos = 0; pos < 12; ++pos) {
+      const auto q = randn(static_cast<size_t>(d * nh)), kv = randn(static_cast<size_t>(d * nkv));
+      expect_close(g.step(q, kv, pos), c.step(q, kv, pos), 1e-9, fmt::format("decode step {} graphs={}", pos, graphs));
+    }
+    const auto after = gpu()->stats();
+    if (graphs) {
+      EXPECT_EQ(after.graph_captures - before.graph_captures, 1u);
+      EXPECT_GE(after.graph_replays - before.graph_replays, 10u);
+    } else {
+      EXPECT_EQ(after.graph_replays, before.graph_replays);
+    }
+  }
+  gpu()->set_graphs_enabled(true);
 }
 
 }  // namespace
