@@ -36,21 +36,24 @@ AttentionParams AttentionParams::from(const HParams& h) {
 Attention Attention::load(Weights& W, int il, const AttentionSpec& spec, Tensor* rope_freqs) {
   Attention a;
   // One tensor for wq|wk|wv when the dtypes allow it: forward() then runs one matmul.
-  auto qkv = W.get_concat_rows({blk_name(il, "attn_q"), blk_name(il, "attn_k"), blk_name(il, "attn_v")});
+  // Tensor parallelism: a rank's heads are its rows of q/k/v (column-parallel) and its columns
+  // of attn_output (row-parallel, partial sums for the all-reduce).
+  auto qkv = W.get_concat_rows({blk_name(il, "attn_q"), blk_name(il, "attn_k"), blk_name(il, "attn_v")}, Split::ROWS);
   a.wq = qkv[0];
   a.wk = qkv[1];
   a.wv = qkv[2];
   if (spec.qkv_bias) {
-    a.bq = W.get(blk_name(il, "attn_q", "bias"));
-    a.bk = W.get(blk_name(il, "attn_k", "bias"));
-    a.bv = W.get(blk_name(il, "attn_v", "bias"));
+    a.bq = W.get_split(blk_name(il, "attn_q", "bias"), Split::ROWS);
+    a.bk = W.get_split(blk_name(il, "attn_k", "bias"), Split::ROWS);
+    a.bv = W.get_split(blk_name(il, "attn_v", "bias"), Split::ROWS);
   }
   if (spec.qk_norm) {
     a.q_norm = W.get(blk_name(il, "attn_q_norm"));
     a.k_norm = W.get(blk_name(il, "attn_k_norm"));
   }
   a.rope_freqs = rope_freqs;
-  a.wo = W.get(blk_name(il, "attn_output"));
+  a.wo = W.get_split(blk_name(il, "attn_output"), Split::COLUMNS);
+  a.shard = W.shard();
   return a;
 }
 
@@ -92,17 +95,18 @@ Attention::Projected Attention::project(Context& ctx, Tensor* x, Tensor* pos, Te
 }
 
 Tensor* Attention::forward(Context& ctx, Tensor* x, const Batch& b, KvCache& kv, int il, const AttentionParams& p) const {
-  const Projected pr = project(ctx, x, b.pos, b.cells, kv.k(il), kv.v(il), p);
+  const Projected pr = project(ctx, x, b.pos, b.cells, kv.k(il, shard.rank), kv.v(il, shard.rank), p);
   // The stores alias the caches: attention reads them, so it runs after both.
-  Tensor* a = ops::attention(ctx, pr.q, pr.k_store, pr.v_store, b.pos, b.seq, kv.block_table(), kv.block_size(),
-                             p.kq_scale);
+  Tensor* a = ops::attention(ctx, pr.q, pr.k_store, pr.v_store, b.pos, b.seq, kv.block_table(shard.rank),
+                             kv.block_size(), p.kq_scale);
   a = reshape(ctx, a, {static_cast<int64_t>(p.head_dim_v) * p.n_head, b.tokens->ne[0]});
-  return ops::mul_mat(ctx, wo, a);
+  Tensor* out = ops::mul_mat(ctx, wo, a);
+  return shard.split() ? ops::all_reduce(ctx, out) : out;
 }
 
 SwiGluFfn SwiGluFfn::load(Weights& W, int il) {
-  auto gu = W.get_concat_rows({blk_name(il, "ffn_gate"), blk_name(il, "ffn_up")});
-  return {gu[0], gu[1], W.get(blk_name(il, "ffn_down"))};
+  auto gu = W.get_concat_rows({blk_name(il, "ffn_gate"), blk_name(il, "ffn_up")}, Split::ROWS);
+  return {gu[0], gu[1], W.get_split(blk_name(il, "ffn_down"), Split::COLUMNS), W.shard().split()};
 }
 
 Tensor* SwiGluFfn::forward(Context& ctx, Tensor* x) const {
@@ -115,7 +119,8 @@ Tensor* SwiGluFfn::forward(Context& ctx, Tensor* x) const {
   } else {
     h = ops::swiglu(ctx, ops::mul_mat(ctx, gate, x), ops::mul_mat(ctx, up, x));
   }
-  return ops::mul_mat(ctx, down, h);
+  Tensor* out = ops::mul_mat(ctx, down, h);
+  return all_reduce ? ops::all_reduce(ctx, out) : out;
 }
 
 MoeFfn MoeFfn::load(Weights& W, int il, const HParams& h, bool norm_topk_prob) {

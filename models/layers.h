@@ -85,6 +85,10 @@ struct Attention {
   Tensor* k_norm = nullptr;
   Tensor* rope_freqs = nullptr;  ///< optional RoPE frequency factors (Llama 3), f32 [n_rot / 2]
   Tensor* wo = nullptr;          ///< attn_output [n_head * head_dim_v, n_embd]
+  /// The tensor-parallel rank this block is (Weights::shard): with a split shard, the weights
+  /// above are the rank's heads (q/k/v rows, attn_output columns), the KV caches its own, and the
+  /// output projection is summed over the ranks (ops::all_reduce).
+  Shard shard;
 
   /// Loads block il's attn_q, attn_k, attn_v, attn_output, and the biases / q,k norms that
   /// `spec` names (all required when named). rope_freqs: optional f32 [n_rot / 2] frequency
@@ -113,8 +117,11 @@ struct SwiGluFfn {
   Tensor* gate = nullptr;  ///< ffn_gate [n_embd, n_ff] } one concatenated tensor's row views
   Tensor* up = nullptr;    ///< ffn_up   [n_embd, n_ff] } when their dtypes match (one matmul)
   Tensor* down = nullptr;  ///< ffn_down [n_ff, n_embd]
+  /// Tensor parallelism: gate/up are the rank's rows, down its columns, and the output is summed
+  /// over the ranks.
+  bool all_reduce = false;
 
-  /// Loads block il's ffn_gate, ffn_up, ffn_down.
+  /// Loads block il's ffn_gate, ffn_up, ffn_down (the rank's parts when Weights::shard is split).
   static SwiGluFfn load(Weights& W, int il);
   /// x: f32 [n_embd, n_tokens] -> f32 [n_embd, n_tokens].
   Tensor* forward(Context& ctx, Tensor* x) const;

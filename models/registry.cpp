@@ -33,7 +33,7 @@ std::vector<std::string> architectures() {
   return r;
 }
 
-std::unique_ptr<Model> load(std::shared_ptr<const gguf::File> file, Backend& backend) {
+std::unique_ptr<Model> load(std::shared_ptr<const gguf::File> file, Backend& backend, Shard shard) {
   const std::string arch(file->get_string("general.architecture"));
   auto it = table().find(arch);
   if (it == table().end()) {
@@ -41,7 +41,7 @@ std::unique_ptr<Model> load(std::shared_ptr<const gguf::File> file, Backend& bac
     for (const auto& a : architectures()) list += (list.empty() ? "" : ", ") + a;
     throw std::runtime_error(fmt::format("{}: unsupported architecture '{}' (supported: {})", file->name(), arch, list));
   }
-  return it->second(std::move(file), backend);
+  return it->second(std::move(file), backend, shard);
 }
 
 }  // namespace minfer::models

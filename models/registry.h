@@ -14,12 +14,15 @@ class File;
 
 namespace minfer::models {
 
-using Factory = std::unique_ptr<Model> (*)(std::shared_ptr<const gguf::File> file, Backend& backend);
+using Factory = std::unique_ptr<Model> (*)(std::shared_ptr<const gguf::File> file, Backend& backend, Shard shard);
 
 /// Loads the model in `file` onto `backend` with the definition registered for its
-/// architecture. Throws std::runtime_error naming the architecture and the supported ones when
-/// there is none, and what loading throws (missing tensors, bad hyper-parameters, OutOfMemoryError).
-std::unique_ptr<Model> load(std::shared_ptr<const gguf::File> file, Backend& backend);
+/// architecture; a split `shard` loads rank shard.rank's part of a tensor-parallel model (its
+/// q/k/v and gate/up rows, attention-output and down columns; docs/tensor-parallel.md). Throws
+/// std::runtime_error naming the architecture and the supported ones when there is none, and what
+/// loading throws (missing tensors, bad hyper-parameters, a shape the shard count does not divide,
+/// OutOfMemoryError).
+std::unique_ptr<Model> load(std::shared_ptr<const gguf::File> file, Backend& backend, Shard shard = {});
 
 /// Registered architecture names, sorted.
 std::vector<std::string> architectures();

@@ -5,6 +5,7 @@
 #include "ops/basic.h"
 #include "ops/matmul.h"
 #include "ops/moe.h"
+#include "ops/parallel.h"
 #include "ops/norm.h"
 #include "ops/rope.h"
 #include "ops/softmax.h"

@@ -122,4 +122,21 @@ void HParams::apply(const RopeOverrides& o) {
   *this = h;
 }
 
+HParams HParams::for_shard(const Shard& shard) const {
+  if (!shard.split()) return *this;
+  auto check = [&](int32_t v, const char* what) {
+    if (v % shard.n != 0)
+      throw std::invalid_argument(fmt::format("tensor parallelism over {} ranks needs {} ({}) to be a multiple of {}", shard.n,
+                                              what, v, shard.n));
+    return v / shard.n;
+  };
+  HParams h = *this;
+  h.n_head = check(n_head, "attention.head_count");
+  h.n_head_kv = check(n_head_kv, "attention.head_count_kv");
+  h.n_ff = check(n_ff, "feed_forward_length");
+  if (n_expert > 0)
+    throw std::invalid_argument(fmt::format("{}: tensor parallelism does not split mixture-of-experts layers yet", arch));
+  return h;
+}
+
 }  // namespace minfer

@@ -27,25 +27,36 @@ size_t KvCache::bytes_per_cell(int32_t n_layer, int32_t n_head_kv, int32_t head_
 
 KvCache::KvCache(Backend& backend, int32_t n_layer, int32_t n_head_kv, int32_t head_dim, int32_t head_dim_v,
                  const KvCacheParams& p)
-    : backend_(backend), pool_(checked_blocks(p)), block_size_(p.block_size), n_seq_max_(p.n_seq_max), type_(p.type) {
+    : KvCache(std::vector<Backend*>{&backend}, n_layer, n_head_kv, head_dim, head_dim_v, p) {}
+
+KvCache::KvCache(const std::vector<Backend*>& shards, int32_t n_layer, int32_t n_head_kv, int32_t head_dim,
+                 int32_t head_dim_v, const KvCacheParams& p)
+    : pool_(checked_blocks(p)), block_size_(p.block_size), n_seq_max_(p.n_seq_max), type_(p.type) {
   if (p.type != DType::F16 && p.type != DType::F32 && p.type != DType::Q8_0)
     throw std::invalid_argument(fmt::format("KV cache: dtype {} is not supported (f16, f32, q8_0)", dtype_name(p.type)));
   if (p.type == DType::Q8_0 && (head_dim % 32 != 0 || head_dim_v % 32 != 0))
     throw std::invalid_argument(fmt::format("KV cache: q8_0 needs head dims % 32 == 0, got {} / {}", head_dim, head_dim_v));
+  if (shards.empty()) throw std::invalid_argument("KV cache: no backend");
   n_ctx_seq_ = p.n_ctx_seq > 0 ? std::min(p.n_ctx_seq, n_ctx()) : n_ctx();
   max_blocks_ = (n_ctx_seq_ + block_size_ - 1) / block_size_;
   const int64_t cells = static_cast<int64_t>(n_blocks() + 1) * block_size_;  // + the null block
-  for (int l = 0; l < n_layer; ++l) {
-    k_.push_back(ctx_.new_tensor(p.type, {head_dim, n_head_kv, cells}, fmt::format("cache_k_l{}", l)));
-    v_.push_back(ctx_.new_tensor(p.type, {head_dim_v, n_head_kv, cells}, fmt::format("cache_v_l{}", l)));
-  }
-  table_ = ctx_.new_tensor(DType::I32, {max_blocks_, n_seq_max_ + 1}, "kv_block_table");
   bytes_ = bytes_per_cell(n_layer, n_head_kv, head_dim, head_dim_v, p.type) * static_cast<size_t>(cells);
-  try {
-    buffer_ = allocate_tensors(ctx_, backend);
-  } catch (const OutOfMemoryError& e) {
-    throw OutOfMemoryError(fmt::format("KV cache of {} cells needs {:.1f} MiB on {}: {} (use a smaller -c)", n_ctx(),
-                                       static_cast<double>(bytes_) / 1048576.0, backend.name(), e.what()));
+  for (Backend* backend : shards) {
+    Store st;
+    st.backend = backend;
+    st.ctx = std::make_unique<Context>();
+    for (int l = 0; l < n_layer; ++l) {
+      st.k.push_back(st.ctx->new_tensor(p.type, {head_dim, n_head_kv, cells}, fmt::format("cache_k_l{}", l)));
+      st.v.push_back(st.ctx->new_tensor(p.type, {head_dim_v, n_head_kv, cells}, fmt::format("cache_v_l{}", l)));
+    }
+    st.table = st.ctx->new_tensor(DType::I32, {max_blocks_, n_seq_max_ + 1}, "kv_block_table");
+    try {
+      st.buffer = allocate_tensors(*st.ctx, *backend);
+    } catch (const OutOfMemoryError& e) {
+      throw OutOfMemoryError(fmt::format("KV cache of {} cells needs {:.1f} MiB on {}: {} (use a smaller -c)", n_ctx(),
+                                         static_cast<double>(bytes_) / 1048576.0, backend->name(), e.what()));
+    }
+    stores_.push_back(std::move(st));
   }
   seqs_.resize(static_cast<size_t>(n_seq_max_));
   table_host_.assign(static_cast<size_t>(max_blocks_) * static_cast<size_t>(n_seq_max_ + 1), n_blocks());
@@ -95,8 +106,9 @@ void KvCache::set_row(int32_t s) {
 void KvCache::sync() {
   if (dirty_lo_ >= dirty_hi_) return;
   const size_t row = static_cast<size_t>(max_blocks_) * 4;
-  backend_.set_tensor(*table_, table_host_.data() + static_cast<size_t>(dirty_lo_) * static_cast<size_t>(max_blocks_),
-                      static_cast<size_t>(dirty_lo_) * row, static_cast<size_t>(dirty_hi_ - dirty_lo_) * row);
+  for (const Store& st : stores_)
+    st.backend->set_tensor(*st.table, table_host_.data() + static_cast<size_t>(dirty_lo_) * static_cast<size_t>(max_blocks_),
+                           static_cast<size_t>(dirty_lo_) * row, static_cast<size_t>(dirty_hi_ - dirty_lo_) * row);
   dirty_lo_ = dirty_hi_ = 0;
 }
 
@@ -153,13 +165,14 @@ int32_t KvCache::blocks_needed(int32_t s, int32_t n) const {
 
 void KvCache::copy_block(int32_t from, int32_t to, int32_t n_cells) {
   std::vector<uint8_t> tmp;
-  for (const auto* layer : {&k_, &v_})
-    for (Tensor* t : *layer) {
-      const size_t bytes = t->nb[2] * static_cast<size_t>(n_cells);
-      tmp.resize(bytes);
-      backend_.get_tensor(*t, tmp.data(), t->nb[2] * static_cast<size_t>(from) * static_cast<size_t>(block_size_), bytes);
-      backend_.set_tensor(*t, tmp.data(), t->nb[2] * static_cast<size_t>(to) * static_cast<size_t>(block_size_), bytes);
-    }
+  for (const Store& st : stores_)
+    for (const auto* layer : {&st.k, &st.v})
+      for (Tensor* t : *layer) {
+        const size_t bytes = t->nb[2] * static_cast<size_t>(n_cells);
+        tmp.resize(bytes);
+        st.backend->get_tensor(*t, tmp.data(), t->nb[2] * static_cast<size_t>(from) * static_cast<size_t>(block_size_), bytes);
+        st.backend->set_tensor(*t, tmp.data(), t->nb[2] * static_cast<size_t>(to) * static_cast<size_t>(block_size_), bytes);
+      }
 }
 
 void KvCache::seq_append(int32_t s, int32_t n, std::vector<int32_t>& cells) {

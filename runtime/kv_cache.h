@@ -1,4 +1,5 @@
-// KvCache: the paged key/value cache shared by every sequence of a model on one backend.
+// KvCache: the paged key/value cache shared by every sequence of a model on one backend (or on
+// the backends of a tensor-parallel group: one storage per rank, one bookkeeping).
 //
 // Storage. Layer l holds k(l): [head_dim, n_head_kv, n_cells] and v(l): [head_dim_v, n_head_kv,
 // n_cells] of F16 (default), F32 or Q8_0. Cells are grouped in blocks of block_size consecutive
@@ -62,11 +63,17 @@ class KvCache {
   /// the backend cannot hold them (the message gives the size and suggests a smaller -c).
   KvCache(Backend& backend, int32_t n_layer, int32_t n_head_kv, int32_t head_dim, int32_t head_dim_v,
           const KvCacheParams& p);
+  /// Tensor parallelism: one set of caches (n_head_kv heads each: a rank's share) and block table
+  /// per backend in `shards` (rank order), one bookkeeping for all, so every rank's cells, blocks
+  /// and tables are the same. Throws what the single-backend constructor throws.
+  KvCache(const std::vector<Backend*>& shards, int32_t n_layer, int32_t n_head_kv, int32_t head_dim,
+          int32_t head_dim_v, const KvCacheParams& p);
 
-  Tensor* k(int layer) const { return k_.at(static_cast<size_t>(layer)); }
-  Tensor* v(int layer) const { return v_.at(static_cast<size_t>(layer)); }
-  /// I32 [max_blocks_per_seq, n_seq_max + 1], on the cache's backend.
-  Tensor* block_table() const { return table_; }
+  /// Rank `shard`'s caches and block table (I32 [max_blocks_per_seq, n_seq_max + 1]) on its backend.
+  Tensor* k(int layer, int shard = 0) const { return store(shard).k.at(static_cast<size_t>(layer)); }
+  Tensor* v(int layer, int shard = 0) const { return store(shard).v.at(static_cast<size_t>(layer)); }
+  Tensor* block_table(int shard = 0) const { return store(shard).table; }
+  int n_shards() const { return static_cast<int>(stores_.size()); }
 
   int32_t block_size() const { return block_size_; }
   int32_t n_blocks() const { return pool_.n_blocks(); }
@@ -78,9 +85,9 @@ class KvCache {
   int32_t null_seq() const { return n_seq_max_; }
   /// A cell of the null block, where padding tokens store.
   int32_t null_cell() const { return pool_.n_blocks() * block_size_; }
-  size_t bytes() const { return bytes_; }
+  size_t bytes() const { return bytes_; }  ///< of one shard
   DType type() const { return type_; }
-  Backend& backend() const { return backend_; }
+  Backend& backend(int shard = 0) const { return *store(shard).backend; }
 
   // ---- sequences ----
   /// A new empty sequence. Throws std::runtime_error when n_seq_max sequences exist.
@@ -135,11 +142,17 @@ class KvCache {
   void set_row(int32_t s);
   void copy_block(int32_t from, int32_t to, int32_t n_cells);
 
-  Backend& backend_;
-  Context ctx_;
-  std::unique_ptr<Buffer> buffer_;
-  std::vector<Tensor*> k_, v_;
-  Tensor* table_ = nullptr;
+  // One rank's storage: its caches and block table in a buffer of its backend.
+  struct Store {
+    Backend* backend = nullptr;
+    std::unique_ptr<Context> ctx;
+    std::unique_ptr<Buffer> buffer;
+    std::vector<Tensor*> k, v;
+    Tensor* table = nullptr;
+  };
+  const Store& store(int shard) const { return stores_.at(static_cast<size_t>(shard)); }
+
+  std::vector<Store> stores_;
   alloc::BlockPool pool_;
   int32_t block_size_ = 0, n_seq_max_ = 0, n_ctx_seq_ = 0, max_blocks_ = 0;
   std::vector<Seq> seqs_;

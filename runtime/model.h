@@ -100,6 +100,11 @@ struct HParams {
   void apply(const RopeOverrides& o);
   /// Throws std::invalid_argument when rope_params() are not valid for the rope op.
   void check_rope() const;
+
+  /// What one rank of `shard` computes: n_head, n_head_kv and n_ff divided by shard.n (the
+  /// column-parallel split of q/k/v and gate/up). Throws std::invalid_argument naming the value
+  /// that is not a multiple of shard.n.
+  HParams for_shard(const Shard& shard) const;
 };
 
 /// One batch of tokens for a forward pass, possibly of several sequences. All are I32 inputs
@@ -129,7 +134,9 @@ class Model {
   virtual Tensor* build(Context& ctx, const Batch& batch, KvCache& kv) const = 0;
 
  protected:
-  Model(HParams hp, std::unique_ptr<Weights> w) : hp_(std::move(hp)), weights_(std::move(w)) {}
+  /// hp: the file's hyper-parameters; a sharded `w` (Weights::shard) makes hparams() this rank's
+  /// (HParams::for_shard), which the KV cache and the attention blocks are sized by.
+  Model(HParams hp, std::unique_ptr<Weights> w) : hp_(hp.for_shard(w->shard())), weights_(std::move(w)) {}
   HParams hp_;
   std::unique_ptr<Weights> weights_;
 };

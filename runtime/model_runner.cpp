@@ -3,7 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <exception>
+#include <thread>
 #include <unordered_map>
+
+#include "tensor/collective.h"
 
 namespace minfer {
 namespace {
@@ -38,36 +42,83 @@ int32_t ModelRunner::resolve_n_ctx(const Model& model, const RunnerParams& p) {
 
 int64_t ModelRunner::bucket(int64_t n) { return n <= 16 ? n : (n + 15) / 16 * 16; }
 
+namespace {
+
+std::vector<Backend*> rank_backends(const std::vector<const Model*>& ranks) {
+  std::vector<Backend*> b;
+  for (const Model* m : ranks) b.push_back(&m->weights().backend());
+  return b;
+}
+
+// The ranks as the runner keeps them, checked to be the n parts of one model.
+template <typename Rank>
+std::vector<Rank> make_ranks(const std::vector<const Model*>& models, const std::vector<Backend*>& backends) {
+  if (models.empty()) throw std::invalid_argument("ModelRunner: no model");
+  const int n = static_cast<int>(models.size());
+  std::vector<Rank> ranks;
+  for (int r = 0; r < n; ++r) {
+    const Model* m = models[static_cast<size_t>(r)];
+    const Shard& sh = m->weights().shard();
+    if (sh.n != n || sh.rank != r)
+      throw std::invalid_argument(fmt::format("ModelRunner: model {} of {} holds shard {} of {} (load rank r with Shard{{r, {}}})",
+                                              r, n, sh.rank, sh.n, n));
+    const HParams &h = m->hparams(), &h0 = models[0]->hparams();
+    if (h.n_layer != h0.n_layer || h.n_head_kv != h0.n_head_kv || h.n_vocab != h0.n_vocab || h.arch != h0.arch)
+      throw std::invalid_argument(fmt::format("ModelRunner: rank {} is another model than rank 0", r));
+    Rank k;
+    k.model = m;
+    k.backend = backends[static_cast<size_t>(r)];
+    k.exec = std::make_unique<Executor>(*k.backend);
+    ranks.push_back(std::move(k));
+  }
+  return ranks;
+}
+
+}  // namespace
+
 ModelRunner::ModelRunner(const Model& model, Backend& backend, const RunnerParams& p)
-    : model_(model),
-      backend_(backend),
+    : ModelRunner({&model}, {&backend}, nullptr, p) {}
+
+ModelRunner::ModelRunner(const std::vector<const Model*>& ranks, std::shared_ptr<Collective> group,
+                         const RunnerParams& p)
+    : ModelRunner(ranks, rank_backends(ranks), std::move(group), p) {}
+
+ModelRunner::ModelRunner(const std::vector<const Model*>& ranks, const std::vector<Backend*>& backends,
+                         std::shared_ptr<Collective> group, const RunnerParams& p)
+    : ranks_(make_ranks<Rank>(ranks, backends)),
+      group_(std::move(group)),
       params_(p),
-      kv_(backend, model.hparams().n_layer, model.hparams().n_head_kv, model.hparams().head_dim,
-          model.hparams().head_dim_v, kv_params(model, p)),
-      exec_(backend) {
+      kv_(backends, model().hparams().n_layer, model().hparams().n_head_kv, model().hparams().head_dim,
+          model().hparams().head_dim_v, kv_params(model(), p)) {
+  if (ranks_.size() > 1 && (!group_ || group_->n_ranks() != n_ranks()))
+    throw std::invalid_argument(fmt::format("ModelRunner: {} ranks need a tensor-parallel group of {}", n_ranks(), n_ranks()));
   params_.n_ctx = kv_.n_ctx();
   params_.n_ctx_seq = kv_.n_ctx_seq();
   // Measure pass: the largest ubatch with all logits is the worst case of every later graph, so
   // building (and keeping) it now sizes the arena once and makes an impossible setup fail here.
   const int64_t n = bucket(std::min(params_.n_batch, kv_.n_ctx()));
   const int64_t n_out = params_.n_out_max > 0 ? std::min<int64_t>(bucket(params_.n_out_max), n) : n;
-  step_graph(n, n_out);
+  for (Rank& r : ranks_) step_graph(r, n, n_out);
 }
 
-ModelRunner::StepGraph& ModelRunner::step_graph(int64_t n_tokens, int64_t n_out) {
-  for (auto it = graphs_.begin(); it != graphs_.end(); ++it) {
+ModelRunner::~ModelRunner() = default;
+
+ModelRunner::StepGraph& ModelRunner::step_graph(Rank& rank, int64_t n_tokens, int64_t n_out) {
+  auto& graphs = rank.graphs;
+  Executor& exec = *rank.exec;
+  for (auto it = graphs.begin(); it != graphs.end(); ++it) {
     if (it->n_tokens != n_tokens || it->n_out != n_out) continue;
-    graphs_.splice(graphs_.begin(), graphs_, it);
-    StepGraph& sg = graphs_.front();
+    graphs.splice(graphs.begin(), graphs, it);
+    StepGraph& sg = graphs.front();
     // Another shape may have grown (replaced) the arena since: place this graph again.
-    if (sg.arena_generation != exec_.allocator().generation()) {
-      exec_.allocate(*sg.ctx, sg.graph);
-      sg.arena_generation = exec_.allocator().generation();
+    if (sg.arena_generation != exec.allocator().generation()) {
+      exec.allocate(*sg.ctx, sg.graph);
+      sg.arena_generation = exec.allocator().generation();
     }
     return sg;
   }
-  if (graphs_.size() == kMaxStepGraphs) graphs_.pop_back();
-  StepGraph& sg = graphs_.emplace_front();
+  if (graphs.size() == kMaxStepGraphs) graphs.pop_back();
+  StepGraph& sg = graphs.emplace_front();
   sg.n_tokens = n_tokens;
   sg.n_out = n_out;
   sg.ctx = std::make_unique<Context>();
@@ -79,11 +130,51 @@ ModelRunner::StepGraph& ModelRunner::step_graph(int64_t n_tokens, int64_t n_out)
   sg.batch.out_rows = ctx.new_tensor(DType::I32, {n_out}, "out_rows");
   for (Tensor* t : {sg.batch.tokens, sg.batch.pos, sg.batch.seq, sg.batch.cells, sg.batch.out_rows})
     t->flags |= kTensorInput;
-  sg.logits = model_.build(ctx, sg.batch, kv_);
+  sg.logits = rank.model->build(ctx, sg.batch, kv_);
   sg.graph.add_output(sg.logits);
-  exec_.allocate(ctx, sg.graph);
-  sg.arena_generation = exec_.allocator().generation();
+  exec.allocate(ctx, sg.graph);
+  sg.arena_generation = exec.allocator().generation();
   return sg;
+}
+
+void ModelRunner::compute_ranks(int64_t n_tokens, int64_t n_out) {
+  // Graphs are placed (and allocation can fail) before any rank computes: a rank that stops
+  // before its first all-reduce would leave the others waiting.
+  std::vector<StepGraph*> sgs;
+  for (Rank& r : ranks_) sgs.push_back(&step_graph(r, n_tokens, n_out));
+  kv_.sync();
+  auto run = [&](size_t i) {
+    Backend& b = *ranks_[i].backend;
+    StepGraph& sg = *sgs[i];
+    b.set_tensor(*sg.batch.tokens, tokens_.data(), 0, tokens_.size() * 4);
+    b.set_tensor(*sg.batch.pos, pos_.data(), 0, pos_.size() * 4);
+    b.set_tensor(*sg.batch.seq, seq_.data(), 0, seq_.size() * 4);
+    b.set_tensor(*sg.batch.cells, cells_.data(), 0, cells_.size() * 4);
+    b.set_tensor(*sg.batch.out_rows, rows_.data(), 0, rows_.size() * 4);
+    ranks_[i].exec->compute(sg.graph);
+    b.synchronize();
+  };
+  if (ranks_.size() == 1) {
+    run(0);
+  } else {
+    std::vector<std::exception_ptr> errors(ranks_.size());
+    auto guarded = [&](size_t i) {
+      try {
+        run(i);
+      } catch (...) {
+        errors[i] = std::current_exception();
+        group_->abort();  // the other ranks must not wait for this one's all-reduces
+      }
+    };
+    std::vector<std::thread> threads;
+    for (size_t i = 1; i < ranks_.size(); ++i) threads.emplace_back(guarded, i);
+    guarded(0);
+    for (auto& t : threads) t.join();
+    for (auto& e : errors)
+      if (e) std::rethrow_exception(e);
+  }
+  logits_.resize(rows_logits_ * static_cast<size_t>(n_vocab()));
+  if (rows_logits_ > 0) ranks_[0].backend->get_tensor(*sgs[0]->logits, logits_.data(), 0, logits_.size() * 4);
 }
 
 std::span<const float> ModelRunner::decode(std::span<const BatchToken> batch) {
@@ -91,7 +182,7 @@ std::span<const float> ModelRunner::decode(std::span<const BatchToken> batch) {
   if (n == 0) throw std::invalid_argument("decode: empty batch");
   if (n > params_.n_batch)
     throw std::invalid_argument(fmt::format("decode: {} tokens exceed the batch size {} (n_batch)", n, params_.n_batch));
-  const int32_t n_vocab = model_.hparams().n_vocab;
+  const int32_t n_vocab = this->n_vocab();
   // Tokens per sequence, in order of first appearance; validate before touching the cache.
   std::vector<std::pair<int32_t, int32_t>> counts;  // (seq, tokens)
   std::unordered_map<int32_t, size_t> where;
@@ -141,17 +232,8 @@ std::span<const float> ModelRunner::decode(std::span<const BatchToken> batch) {
     if (t.logits) rows_[static_cast<size_t>(r++)] = static_cast<int32_t>(i);
   }
   try {
-    StepGraph& sg = step_graph(n_pad, n_out);
-    kv_.sync();
-    backend_.set_tensor(*sg.batch.tokens, tokens_.data(), 0, tokens_.size() * 4);
-    backend_.set_tensor(*sg.batch.pos, pos_.data(), 0, pos_.size() * 4);
-    backend_.set_tensor(*sg.batch.seq, seq_.data(), 0, seq_.size() * 4);
-    backend_.set_tensor(*sg.batch.cells, cells_.data(), 0, cells_.size() * 4);
-    backend_.set_tensor(*sg.batch.out_rows, rows_.data(), 0, rows_.size() * 4);
-    exec_.compute(sg.graph);
-    logits_.resize(static_cast<size_t>(n_logits) * static_cast<size_t>(n_vocab));
-    if (n_logits > 0) backend_.get_tensor(*sg.logits, logits_.data(), 0, logits_.size() * 4);
-    backend_.synchronize();
+    rows_logits_ = static_cast<size_t>(n_logits);
+    compute_ranks(n_pad, n_out);
   } catch (...) {
     for (size_t i = 0; i < counts.size(); ++i) kv_.seq_truncate(counts[i].first, first_pos[i]);
     throw;

@@ -23,6 +23,8 @@
 
 namespace minfer {
 
+class Collective;
+
 struct RunnerParams {
   /// KV pool cells over all sequences (-c). 0: the model's context_length times n_seq_max,
   /// capped by kv_budget_bytes.
@@ -54,6 +56,13 @@ class ModelRunner {
   /// an impossible configuration fails here with OutOfMemoryError, not mid-generation). Throws
   /// std::invalid_argument for bad params.
   ModelRunner(const Model& model, Backend& backend, const RunnerParams& p = {});
+  /// Tensor parallelism (docs/tensor-parallel.md): ranks[r] is rank r's part of one model
+  /// (models::load with Shard{r, n}) on its own backend, every backend joined to `group` as rank
+  /// r (Backend::join). Each forward runs on all ranks at once (a thread each); the KV cache keeps
+  /// each rank's heads on its backend under one bookkeeping; logits come from rank 0. Throws
+  /// std::invalid_argument when the ranks do not form one group.
+  ModelRunner(const std::vector<const Model*>& ranks, std::shared_ptr<Collective> group, const RunnerParams& p = {});
+  ~ModelRunner();
 
   /// Evaluates `batch` (1 .. n_batch tokens). Each token is appended to its sequence: the tokens
   /// of one sequence take its next positions in batch order. Returns the logits of the rows with
@@ -65,12 +74,14 @@ class ModelRunner {
 
   KvCache& kv() { return kv_; }
   const KvCache& kv() const { return kv_; }
-  const Model& model() const { return model_; }
-  Backend& backend() const { return backend_; }
-  Executor& executor() { return exec_; }
+  /// Rank 0's model, backend and executor (the only ones without tensor parallelism).
+  const Model& model() const { return *ranks_.front().model; }
+  Backend& backend() const { return *ranks_.front().backend; }
+  Executor& executor() { return *ranks_.front().exec; }
+  int n_ranks() const { return static_cast<int>(ranks_.size()); }
   const RunnerParams& params() const { return params_; }
   int32_t n_batch() const { return params_.n_batch; }
-  int32_t n_vocab() const { return model_.hparams().n_vocab; }
+  int32_t n_vocab() const { return model().hparams().n_vocab; }
 
   /// The padded size a batch of n rows runs at: exact up to 16 (the decode kernels' rows), then
   /// multiples of 16.
@@ -90,15 +101,27 @@ class ModelRunner {
   };
   static constexpr size_t kMaxStepGraphs = 64;
 
-  StepGraph& step_graph(int64_t n_tokens, int64_t n_out);
+  // One rank's model, backend, executor and graphs (one rank without tensor parallelism).
+  struct Rank {
+    const Model* model = nullptr;
+    Backend* backend = nullptr;
+    std::unique_ptr<Executor> exec;
+    std::list<StepGraph> graphs;  // most recently used first
+  };
 
-  const Model& model_;
-  Backend& backend_;
+  ModelRunner(const std::vector<const Model*>& ranks, const std::vector<Backend*>& backends,
+              std::shared_ptr<Collective> group, const RunnerParams& p);
+  StepGraph& step_graph(Rank& rank, int64_t n_tokens, int64_t n_out);
+  // Uploads the staged inputs into each rank's graph and computes them all (rank 0 on this
+  // thread); the first rank's error is rethrown after every rank has stopped.
+  void compute_ranks(int64_t n_tokens, int64_t n_out);
+
+  std::vector<Rank> ranks_;
+  std::shared_ptr<Collective> group_;
   RunnerParams params_;
   KvCache kv_;
-  Executor exec_;
-  std::list<StepGraph> graphs_;  // most recently used first
   std::vector<float> logits_;
+  size_t rows_logits_ = 0;  // logit rows of the current forward
   std::vector<int32_t> tokens_, pos_, seq_, cells_, rows_;  // staging for the inputs
 };
 

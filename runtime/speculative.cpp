@@ -51,6 +51,14 @@ constexpr int32_t kMaxVocabSizeDifference = 128;
 
 constexpr size_t kCatchUpChunk = 16;  // the draft's catch-up batch (see generate())
 
+constexpr int32_t kDraftMaxCap = 7;
+
+// n_draft 0 made concrete for the target.
+SpeculativeParams resolved(SpeculativeParams p, const Session& target) {
+  if (p.n_draft == 0) p.n_draft = default_draft_max(target.backend());
+  return p;
+}
+
 DraftPolicyParams policy_params(const SpeculativeParams& p) {
   if (p.catch_up_window < 0)
     throw std::invalid_argument(fmt::format("speculative: catch_up_window ({}) must be >= 0", p.catch_up_window));
@@ -98,8 +106,13 @@ void check_draft_vocab(const tokenizer::Tokenizer& target, const tokenizer::Toke
                                             fmt::join(ea, ", "), fmt::join(eb, ", "), kWhy));
 }
 
+int32_t default_draft_max(const Backend& target) {
+  const int64_t rows = target.batch_invariant_rows();
+  return static_cast<int32_t>(std::clamp<int64_t>(rows - 1, 1, kDraftMaxCap));
+}
+
 SpeculativeDecoder::SpeculativeDecoder(Session& target, Session& draft, const SpeculativeParams& p)
-    : target_(target), draft_(draft), params_(p), policy_(policy_params(p)) {
+    : target_(target), draft_(draft), params_(resolved(p, target)), policy_(policy_params(params_)) {
   if (std::abs(target.n_vocab() - draft.n_vocab()) > kMaxVocabSizeDifference)
     throw std::invalid_argument(fmt::format("speculative: the target vocabulary ({} tokens) and the draft vocabulary ({} "
                                             "tokens) differ by more than {}", target.n_vocab(), draft.n_vocab(),

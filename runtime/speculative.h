@@ -25,8 +25,9 @@
 // whose blocking depends on N, so a model with F32 matmul weights is invariant only up to
 // rounding and its speculative greedy output may (rarely) differ from plain greedy output. On
 // CUDA the decode kernels are batch-invariant up to 8 rows per batch (MMVQ, the float matvec,
-// split-KV attention; ops/cuda kMmvqRows): 9..64 rows run the tensor-core MMQ, whose rounding
-// differs from MMVQ's. Hence the default maximum depth of 7.
+// split-KV attention): 9..64 rows run the tensor-core MMQ, whose rounding differs from MMVQ's.
+// Each backend says how far it is invariant (Backend::batch_invariant_rows); the default maximum
+// depth is that minus the one committed token a verify batch also holds, at most 7.
 #pragma once
 
 #include <functional>
@@ -42,7 +43,8 @@
 namespace minfer {
 
 struct SpeculativeParams {
-  int32_t n_draft = 7;      ///< max tokens drafted per round (--draft-max), >= 1
+  /// Max tokens drafted per round (--draft-max), >= 1; 0: default_draft_max(target backend).
+  int32_t n_draft = 0;
   int32_t n_draft_min = 0;  ///< min tokens drafted per round (--draft-min), 0 (plain decoding allowed) .. n_draft
   bool adaptive = true;     ///< false: always draft n_draft tokens (fewer only near n_predict or n_ctx)
   /// A draft that fell behind (plain-decoding rounds) is fed at most this many of the newest
@@ -52,6 +54,11 @@ struct SpeculativeParams {
   /// Tuning of the adaptive policy; its d_min and d_max are replaced by n_draft_min and n_draft.
   DraftPolicyParams policy;
 };
+
+/// The default --draft-max on `target`: the deepest draft whose verify batch (draft + 1 rows) the
+/// backend computes batch-invariantly, so greedy output stays that of plain decoding, capped at 7
+/// (deeper drafts rarely pay at the acceptance rates seen; docs/perf speculative entries).
+int32_t default_draft_max(const Backend& target);
 
 /// Counters over every generate() call of one SpeculativeDecoder. A round is one target verify pass.
 struct SpeculativeStats {

@@ -1,14 +1,19 @@
 #include "runtime/weights.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstring>
+#include <stdexcept>
 
 #include "gguf/gguf.h"
 
 namespace minfer {
 
-Weights::Weights(std::shared_ptr<const gguf::File> file, Backend& backend) : file_(std::move(file)), backend_(backend) {
+Weights::Weights(std::shared_ptr<const gguf::File> file, Backend& backend, Shard shard)
+    : file_(std::move(file)), backend_(backend), shard_(shard) {
+  if (shard_.n < 1 || shard_.rank < 0 || shard_.rank >= shard_.n)
+    throw std::invalid_argument(fmt::format("weights: shard rank {} of {} is not a rank of the group", shard_.rank, shard_.n));
   // One buffer over the whole mapping when the backend computes on host memory: tensors point
   // into it. Otherwise every tensor is copied into backend memory as it is loaded.
   auto bytes = file_->bytes();
@@ -38,29 +43,84 @@ Tensor* Weights::load(std::string_view name, bool required) {
   return t;
 }
 
+const gguf::TensorInfo& Weights::info(std::string_view name) const {
+  const gguf::TensorInfo* i = file_->find_tensor(name);
+  if (!i) throw std::runtime_error(fmt::format("{}: the model needs tensor '{}', which the file does not have", file_->name(), name));
+  return *i;
+}
+
+std::array<int64_t, 4> Weights::part_shape(const gguf::TensorInfo& i, Split split) const {
+  std::array<int64_t, 4> ne{i.ne[0], i.ne[1], i.ne[2], i.ne[3]};
+  if (!shard_.split() || split == Split::NONE) return ne;
+  // ROWS splits ne[1] of a matrix, ne[0] of a vector (a bias has one element per output row).
+  const int dim = split == Split::COLUMNS || i.n_dims == 1 ? 0 : 1;
+  if (i.ne[2] != 1 || i.ne[3] != 1)
+    throw std::invalid_argument(fmt::format("{}: tensor '{}' [{}] has more than 2 dims and cannot be split over {} ranks",
+                                            file_->name(), i.name, fmt::join(ne, ", "), shard_.n));
+  if (ne[static_cast<size_t>(dim)] % shard_.n != 0)
+    throw std::invalid_argument(fmt::format("{}: dim {} of tensor '{}' ({}) is not a multiple of the {} tensor-parallel ranks",
+                                            file_->name(), dim, i.name, ne[static_cast<size_t>(dim)], shard_.n));
+  ne[static_cast<size_t>(dim)] /= shard_.n;
+  if (dim == 0 && ne[0] % dtype_block_size(i.type) != 0)
+    throw std::invalid_argument(fmt::format("{}: a rank's {} of the {} elements of each row of tensor '{}' would cut a {} block of {}",
+                                            file_->name(), ne[0], i.ne[0], i.name, dtype_name(i.type),
+                                            dtype_block_size(i.type)));
+  return ne;
+}
+
+std::vector<uint8_t> Weights::part_bytes(const gguf::TensorInfo& i, Split split) const {
+  const auto ne = part_shape(i, split);
+  const size_t row = dtype_row_size(i.type, i.ne[0]), part_row = dtype_row_size(i.type, ne[0]);
+  const int64_t rows = ne[1] * ne[2] * ne[3];
+  std::vector<uint8_t> out(part_row * static_cast<size_t>(rows));
+  const auto r = static_cast<int64_t>(shard_.rank);
+  const int64_t row0 = ne[1] != i.ne[1] ? r * ne[1] : 0;             // ROWS of a matrix
+  const size_t col0 = ne[0] != i.ne[0] ? static_cast<size_t>(r) * part_row : 0;  // COLUMNS, or a vector's ROWS
+  for (int64_t k = 0; k < rows; ++k)
+    std::memcpy(out.data() + static_cast<size_t>(k) * part_row, i.data + static_cast<size_t>(row0 + k) * row + col0, part_row);
+  return out;
+}
+
+Tensor* Weights::get_split(std::string_view name, Split split) {
+  if (!shard_.split() || split == Split::NONE) return get(name);
+  if (auto it = by_name_.find(std::string(name)); it != by_name_.end()) return it->second;
+  const gguf::TensorInfo& i = info(name);
+  const auto bytes = part_bytes(i, split);
+  Tensor* t = ctx_.new_tensor(i.type, part_shape(i, split), i.name);
+  t->flags |= kTensorWeight;
+  buffers_.push_back(backend_.alloc_buffer(bytes.size()));
+  bind_tensor(*t, *buffers_.back(), 0);
+  backend_.set_tensor(*t, bytes.data(), 0, bytes.size());
+  if (!backend_.is_host()) device_bytes_ += bytes.size();
+  by_name_.emplace(i.name, t);
+  return t;
+}
+
 Tensor* Weights::get(std::string_view name) { return load(name, true); }
 Tensor* Weights::find(std::string_view name) { return load(name, false); }
 
-std::vector<Tensor*> Weights::get_concat_rows(std::initializer_list<std::string_view> names) {
+std::vector<Tensor*> Weights::get_concat_rows(std::initializer_list<std::string_view> names, Split split) {
+  if (split == Split::COLUMNS) throw std::logic_error("get_concat_rows: only rows (Split::ROWS) can be concatenated");
   std::vector<const gguf::TensorInfo*> infos;
   bool same = true;
   for (std::string_view n : names) {
-    const gguf::TensorInfo* info = file_->find_tensor(n);
-    if (!info) throw std::runtime_error(fmt::format("{}: the model needs tensor '{}', which the file does not have", file_->name(), n));
-    if (!infos.empty() && (info->type != infos[0]->type || info->ne[0] != infos[0]->ne[0])) same = false;
-    if (info->ne[2] != 1 || info->ne[3] != 1) same = false;
-    infos.push_back(info);
+    const gguf::TensorInfo* i = &info(n);
+    if (!infos.empty() && (i->type != infos[0]->type || i->ne[0] != infos[0]->ne[0])) same = false;
+    if (i->ne[2] != 1 || i->ne[3] != 1) same = false;
+    infos.push_back(i);
   }
   std::vector<Tensor*> out;
   if (!same) {
-    for (std::string_view n : names) out.push_back(get(n));
+    for (std::string_view n : names) out.push_back(get_split(n, split));
     return out;
   }
+  std::vector<std::vector<uint8_t>> parts;
   int64_t rows = 0;
   size_t bytes = 0;
   for (auto* i : infos) {
-    rows += i->ne[1];
-    bytes += i->nbytes;
+    parts.push_back(part_bytes(*i, split));
+    rows += part_shape(*i, split)[1];
+    bytes += parts.back().size();
   }
   std::string root_name;
   for (auto* i : infos) root_name += (root_name.empty() ? "" : "|") + i->name;
@@ -70,15 +130,17 @@ std::vector<Tensor*> Weights::get_concat_rows(std::initializer_list<std::string_
   bind_tensor(*root, *buffers_.back(), 0);
   size_t off = 0;
   int64_t row0 = 0;
-  for (auto* i : infos) {
-    backend_.set_tensor(*root, i->data, off, i->nbytes);
-    Tensor* v = slice(ctx_, root, 1, row0, i->ne[1]);
+  for (size_t k = 0; k < infos.size(); ++k) {
+    const auto* i = infos[k];
+    backend_.set_tensor(*root, parts[k].data(), off, parts[k].size());
+    const int64_t n_rows = part_shape(*i, split)[1];
+    Tensor* v = slice(ctx_, root, 1, row0, n_rows);
     v->name = i->name;
     v->flags |= kTensorWeight;
     by_name_.emplace(i->name, v);
     out.push_back(v);
-    off += i->nbytes;
-    row0 += i->ne[1];
+    off += parts[k].size();
+    row0 += n_rows;
   }
   if (!backend_.is_host()) device_bytes_ += bytes;
   return out;

@@ -6,6 +6,8 @@
 #                        server); the binaries share one large CUDA fatbin, so xz packs ~75 MB
 #                        into ~3 MB. scripts/gpu_check.sh unpacks it into .dev/ on the device.
 #   .dev/fixtures/       the fixtures the GPU tests read (MINFER_FIXTURES=.dev/fixtures)
+#   .devb/               llama.cpp's anchor script and source, the Llama-3 vocabulary (xz); carry
+#                        both: `carry: [".dev", ".devb"]`
 # The build is Release with the CUDA backend and MINFER_PORTABLE=ON (fmt header-only, static
 # PCRE2/utf8proc: the GPU host has none of them as shared libraries). It fails if a binary
 # depends on a shared library other than libc/libm/libstdc++/libgcc/cuBLAS/libcuda, or if .dev
@@ -90,6 +92,16 @@ for f in "$dev"/bin/* "$dev"/tests/* "$dev"/lib/*; do
   done < <(ldd "$f" | awk '{print $1}')
 done
 [[ $bad == 0 ]] || { echo "build_device: unportable dependencies (see above)" >&2; exit 1; }
+
+# .devb/ (carried beside .dev: both fit the 64 MiB a call carries): the speed anchor (llama.cpp's
+# build script and source, for LLAMA=... runs) and the Llama-3 vocabulary, xz-packed (mkmodel
+# --vocab for the llama3.1-8b shape in gpu_check.sh arch).
+devb="$root/.devb"
+rm -rf "$devb"
+mkdir -p "$devb/anchor"
+cp "$fixtures_src/../anchor/build_llama_cpp.sh" "$fixtures_src"/../anchor/llama.cpp-*-src.tar.xz "$devb/anchor/" 2>/dev/null ||
+  echo "build_device: no ../shared/anchor (llama.cpp runs will be unavailable)" >&2
+xz -9 -T1 -c "$fixtures_src/tokenizer/llama3-vocab.gguf" >"$devb/llama3-vocab.gguf.xz" 2>/dev/null || rm -f "$devb/llama3-vocab.gguf.xz"
 
 n_bin=$(ls "$dev/bin" | wc -l)
 n_tests=$(ls "$dev/tests" | wc -l)

@@ -30,6 +30,11 @@
 #   LLAMA=DIR in the environment: the same batched/table runs with llama.cpp's binaries in DIR/build/bin
 #   AB=1 in the environment adds bench runs with --no-cuda-graphs and --no-fusion;
 #   PROF=1 adds one with --cuda-profile (host vs GPU time per graph).
+#   ab       this build against an older one on the 7B shape, interleaved (OLD_BENCH=its minfer-bench,
+#            or .dev/old-bench.xz): pp512 and tg128 medians, the refactor no-regression check
+#   arch     Llama-3.1-8B and Qwen3-30B-A3B shapes beside Qwen2.5-7B, each interleaved with llama.cpp
+#            when LLAMA is set (llama.cpp: `bash .devb/anchor/build_llama_cpp.sh cuda /tmp/llama`
+#            first, then LLAMA=/tmp/llama; the Llama vocabulary comes from .devb)
 #   env      nvidia-smi and library checks only
 # Logs go to $OUT (or /tmp/gpu_check): one file per step plus summary.txt; the summary table is
 # printed last.
@@ -40,6 +45,9 @@ export MINFER_FIXTURES="${MINFER_FIXTURES:-.dev/fixtures}"
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 if [[ -f .dev/payload.tar.xz && ! -d .dev/tests ]]; then  # staged by scripts/build_device.sh
   python3 -c "import tarfile; tarfile.open('.dev/payload.tar.xz').extractall('.dev')" || tar -C .dev -xJf .dev/payload.tar.xz
+fi
+if [[ -f .devb/llama3-vocab.gguf.xz && ! -f .devb/llama3-vocab.gguf ]]; then
+  python3 -c "import lzma,shutil; shutil.copyfileobj(lzma.open('.devb/llama3-vocab.gguf.xz'), open('.devb/llama3-vocab.gguf','wb'))"
 fi
 steps=("$@")
 [[ ${#steps[@]} -gt 0 ]] || steps=(tests bench)
@@ -121,11 +129,13 @@ bench_args() {
   grep -E '^\| .*(pp|tg)[0-9]' "$out/table-$label.log" | tail -4 | sed 's/^/    /' | tee -a "$summary" >/dev/null
 }
 
+# make_model <label> <mkmodel args...>: a model llama.cpp can load too (a real tokenizer: VOCAB, default
+# the Qwen vocabulary).
 make_model() {
   local label=$1
   shift
   local gguf="$models/$label.gguf" t0=$SECONDS
-  [[ -f $gguf ]] || .dev/bin/minfer-mkmodel -q -o "$gguf" --vocab "$MINFER_FIXTURES/tokenizer/qwen-vocab.gguf" "$@" \
+  [[ -f $gguf ]] || .dev/bin/minfer-mkmodel -q -o "$gguf" --vocab "${VOCAB:-$MINFER_FIXTURES/tokenizer/qwen-vocab.gguf}" "$@" \
     >"$out/mkmodel-$label.log" 2>&1 ||
     { row "mkmodel $label" FAIL "$(tail -1 "$out/mkmodel-$label.log")"; return 1; }
   row "mkmodel $label" ok "$((SECONDS - t0)) s, $(du -h "$gguf" | cut -f1)"
@@ -278,6 +288,54 @@ step_verify() {
   grep -E '^\| .*(tg|vb)[0-9]' "$out/table-qwen2.5-0.5b-q4km.log" | sed 's/^/    /' | tee -a "$summary" >/dev/null
 }
 
+# interleaved <name> <gguf> <bench args...>: ROUNDS (default 3) rounds of minfer-bench, then the other
+# sides of the comparison, in turn: OLD_BENCH (another minfer build's minfer-bench) with the same
+# arguments, and llama-bench (LLAMA set) with LLAMA_ARGS; medians per side (scripts/ab_summary.py).
+interleaved() {
+  local name=$1 gguf=$2 t0=$SECONDS i
+  shift 2
+  local sides=("new=$out/$name-new.json")
+  for ((i = 0; i < ${ROUNDS:-3}; ++i)); do
+    timeout 300 .dev/bin/minfer-bench -m "$gguf" --device cuda "$@" -o json >>"$out/$name-new.json" 2>>"$out/$name.err"
+    if [[ -n ${OLD_BENCH:-} ]]; then
+      timeout 300 "$OLD_BENCH" -m "$gguf" --device cuda "$@" -o json >>"$out/$name-old.json" 2>>"$out/$name.err"
+    fi
+    if [[ -n ${LLAMA:-} ]]; then
+      # shellcheck disable=SC2086
+      timeout 300 "$LLAMA/build/bin/llama-bench" -m "$gguf" -fa 1 -ngl 99 ${LLAMA_ARGS:-} -o json \
+        >>"$out/$name-llama.json" 2>>"$out/$name.err"
+    fi
+  done
+  [[ -n ${OLD_BENCH:-} ]] && sides=("old=$out/$name-old.json" "${sides[@]}")
+  [[ -n ${LLAMA:-} ]] && sides=("llama.cpp=$out/$name-llama.json" "${sides[@]}")
+  row "interleaved $name $*" "" "$((SECONDS - t0)) s"
+  python3 scripts/ab_summary.py "${sides[@]}" 2>&1 | sed 's/^/    /' | tee -a "$summary" >/dev/null
+}
+
+# This build against an older one (OLD_BENCH, or .dev/old-bench.xz staged beside the payload) on
+# the 7B shape, interleaved: the no-regression check of a refactor.
+step_ab() {
+  if [[ -z ${OLD_BENCH:-} && -f .dev/old-bench.xz ]]; then
+    python3 -c "import lzma,shutil,sys; shutil.copyfileobj(lzma.open('.dev/old-bench.xz'), open('/tmp/old-minfer-bench','wb'))"
+    chmod +x /tmp/old-minfer-bench
+    OLD_BENCH=/tmp/old-minfer-bench
+  fi
+  [[ -n ${OLD_BENCH:-} ]] || { row "A/B" FAIL "no OLD_BENCH"; return; }
+  make_model qwen2.5-7b-q4km --shape qwen2.5-7b || return
+  LLAMA='' interleaved ab-7b "$models/qwen2.5-7b-q4km.gguf" -p 512 -n 128 -r 5
+}
+
+# The architectures issue's speed check: Llama-3.1-8B and Qwen3-30B-A3B shapes (Q4_K_M) against
+# llama.cpp (LLAMA), interleaved; the Qwen2.5-7B ratios beside them.
+step_arch() {
+  make_model qwen2.5-7b-q4km --shape qwen2.5-7b &&
+    OLD_BENCH='' LLAMA_ARGS="-p 512 -n 128 -r 3" interleaved arch-qwen7b "$models/qwen2.5-7b-q4km.gguf" -p 512 -n 128 -r 3
+  VOCAB=.devb/llama3-vocab.gguf make_model llama3.1-8b-q4km --shape llama3.1-8b &&
+    OLD_BENCH='' LLAMA_ARGS="-p 512 -n 128 -r 3" interleaved arch-llama8b "$models/llama3.1-8b-q4km.gguf" -p 512 -n 128 -r 3
+  make_model qwen3-30b-a3b-q4km --shape qwen3-30b-a3b &&
+    OLD_BENCH='' LLAMA_ARGS="-p 512 -n 128 -r 3" interleaved arch-a3b "$models/qwen3-30b-a3b-q4km.gguf" -p 512 -n 128 -r 3
+}
+
 for s in "${steps[@]}"; do
   case "$s" in
     env) step_env ;;
@@ -295,6 +353,8 @@ for s in "${steps[@]}"; do
     long) step_long ;;
     attnprof) step_attnprof ;;
     server) step_server ;;
+    ab) step_ab ;;
+    arch) step_arch ;;
     *) echo "gpu_check: unknown step '$s'" >&2; exit 2 ;;
   esac
 done

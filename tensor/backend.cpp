@@ -11,6 +11,11 @@ size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
 }  // namespace
 
+void Backend::join(std::shared_ptr<Collective> group, int rank) {
+  (void)group;
+  throw std::invalid_argument(fmt::format("{}: this backend cannot be rank {} of a tensor-parallel group", name(), rank));
+}
+
 void bind_tensor(Tensor& t, Buffer& buffer, size_t offset) {
   const size_t n = t.nbytes();
   if (offset > buffer.size() || n > buffer.size() - offset)

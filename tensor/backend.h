@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -15,6 +16,8 @@
 #include "tensor/tensor.h"
 
 namespace minfer {
+
+class Collective;
 
 class Backend;
 class Context;
@@ -81,6 +84,17 @@ class Backend {
     (void)node;
     return 0;
   }
+
+  /// The most rows (tokens) one forward may hold for which every kernel this backend picks gives
+  /// each row the same bits as a forward of that row alone; larger batches agree up to rounding.
+  /// Speculative decoding verifies at most this many rows to keep greedy output identical to
+  /// plain decoding. Default: unbounded (the CPU backend's kernels work row by row).
+  virtual int64_t batch_invariant_rows() const { return std::numeric_limits<int64_t>::max(); }
+
+  /// Makes this backend rank `rank` of tensor-parallel `group` (tensor/collective.h): its
+  /// ALL_REDUCE nodes then sum over the group's ranks (alone, ALL_REDUCE copies). Throws
+  /// std::invalid_argument for a rank outside the group or a backend without collectives.
+  virtual void join(std::shared_ptr<Collective> group, int rank);
 
   /// Evaluates every node of `g` in order. All tensors must have data. Throws OpError naming the
   /// node when a kernel is missing or rejects its operands.

@@ -35,6 +35,7 @@ enum class Op : int32_t {
   ARGMAX,
   TOP_K,       // ids of the k largest values of each row (MoE routing)
   MUL_MAT_ID,  // each token's activations times its selected experts' weights (MoE)
+  ALL_REDUCE,  // the element-wise sum of src[0] over the ranks of the backend's group
 
   // Fused ops: no builder makes them. A backend's graph rewrite (Backend::rewrite) creates them
   // from patterns of basic ops before allocation, for its own kernels; the CUDA patterns and

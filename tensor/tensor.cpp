@@ -101,6 +101,7 @@ std::string_view op_name(Op op) {
     case Op::ARGMAX: return "ARGMAX";
     case Op::TOP_K: return "TOP_K";
     case Op::MUL_MAT_ID: return "MUL_MAT_ID";
+    case Op::ALL_REDUCE: return "ALL_REDUCE";
     case Op::FFN_SWIGLU: return "FFN_SWIGLU";
     case Op::QKV: return "QKV";
     case Op::MUL_MAT_ADD: return "MUL_MAT_ADD";

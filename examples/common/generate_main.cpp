@@ -88,8 +88,8 @@ int generate_main(int argc, char** argv, const GenerateProgram& program) {
     if (program.draft_required) draft_opt->required();
     const char* with_draft = program.draft_required ? "" : " (with --draft)";
     app.add_option("--draft-max", spec.n_draft,
-                   fmt::format("most tokens drafted per round{}; up to 7 keeps greedy output on CUDA bit-identical to "
-                               "plain decoding", with_draft))
+                   fmt::format("most tokens drafted per round{} (default: the deepest draft the backend verifies "
+                               "batch-invariantly, so greedy output equals plain decoding: 7 on CPU and CUDA)", with_draft))
         ->check(CLI::Range(1, 64));
     app.add_option("--draft-min", spec.n_draft_min,
                    fmt::format("fewest tokens drafted per round{}; 0 lets the policy decode plainly when drafting does "
@@ -110,7 +110,7 @@ int generate_main(int argc, char** argv, const GenerateProgram& program) {
     if (!speculative)
       for (const char* f : {"--draft-max", "--draft-min", "--no-adaptive", "--no-baseline"})
         if (app.count(f) > 0) std::fprintf(stderr, "warning: %s has no effect without --draft\n", f);
-    if (spec.n_draft_min > spec.n_draft)
+    if (spec.n_draft > 0 && spec.n_draft_min > spec.n_draft)
       throw std::invalid_argument(fmt::format("--draft-min ({}) must not exceed --draft-max ({})", spec.n_draft_min, spec.n_draft));
 
     if (!chat && (!system.empty() || !chat_template.empty() || no_think))
@@ -145,6 +145,16 @@ int generate_main(int argc, char** argv, const GenerateProgram& program) {
       run.json = json;
       run.show_prompt = !no_show_prompt;
       return run_parallel(L, session_params(margs), run);
+    }
+    if (spec.n_draft == 0) {
+      spec.n_draft = default_draft_max(*L.backend);
+      if (spec.n_draft_min > spec.n_draft)
+        throw std::invalid_argument(fmt::format("--draft-min ({}) must not exceed --draft-max (default {} on {})",
+                                                spec.n_draft_min, spec.n_draft, L.backend->name()));
+    } else if (speculative && spec.n_draft + 1 > L.backend->batch_invariant_rows()) {
+      std::fprintf(stderr, "warning: --draft-max %d: verify batches of %d rows are not batch-invariant on %s, so greedy "
+                   "output may differ from plain decoding at near ties (up to %lld rows are)\n", spec.n_draft, spec.n_draft + 1,
+                   std::string(L.backend->name()).c_str(), static_cast<long long>(L.backend->batch_invariant_rows()));
     }
     std::optional<LoadedDraft> D;
     if (speculative) D.emplace(load_draft(draft_path, L));

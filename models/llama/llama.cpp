@@ -46,10 +46,10 @@ class Llama final : public Model {
 
 }  // namespace
 
-std::unique_ptr<Model> make_llama(std::shared_ptr<const gguf::File> file, Backend& backend) {
+std::unique_ptr<Model> make_llama(std::shared_ptr<const gguf::File> file, Backend& backend, Shard shard) {
   // NORMAL: the converter permuted wq / wk so that GGUF's adjacent pairs rotate as rotate_half did.
   HParams hp = HParams::from_gguf(*file, ops::RopeMode::NORMAL);
-  auto w = std::make_unique<Weights>(std::move(file), backend);
+  auto w = std::make_unique<Weights>(std::move(file), backend, shard);
   return std::make_unique<Llama>(std::move(hp), std::move(w));
 }
 

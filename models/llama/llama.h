@@ -7,5 +7,5 @@
 #include "models/registry.h"
 
 namespace minfer::models {
-std::unique_ptr<Model> make_llama(std::shared_ptr<const gguf::File> file, Backend& backend);
+std::unique_ptr<Model> make_llama(std::shared_ptr<const gguf::File> file, Backend& backend, Shard shard);
 }

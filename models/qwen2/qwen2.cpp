@@ -37,9 +37,9 @@ class Qwen2 final : public Model {
 
 }  // namespace
 
-std::unique_ptr<Model> make_qwen2(std::shared_ptr<const gguf::File> file, Backend& backend) {
+std::unique_ptr<Model> make_qwen2(std::shared_ptr<const gguf::File> file, Backend& backend, Shard shard) {
   HParams hp = HParams::from_gguf(*file, ops::RopeMode::NEOX);  // rotate_half, as in Transformers
-  auto w = std::make_unique<Weights>(std::move(file), backend);
+  auto w = std::make_unique<Weights>(std::move(file), backend, shard);
   return std::make_unique<Qwen2>(std::move(hp), std::move(w));
 }
 

@@ -5,5 +5,5 @@
 #include "models/registry.h"
 
 namespace minfer::models {
-std::unique_ptr<Model> make_qwen2(std::shared_ptr<const gguf::File> file, Backend& backend);
+std::unique_ptr<Model> make_qwen2(std::shared_ptr<const gguf::File> file, Backend& backend, Shard shard);
 }

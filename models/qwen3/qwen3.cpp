@@ -37,9 +37,9 @@ class Qwen3 final : public Model {
 
 }  // namespace
 
-std::unique_ptr<Model> make_qwen3(std::shared_ptr<const gguf::File> file, Backend& backend) {
+std::unique_ptr<Model> make_qwen3(std::shared_ptr<const gguf::File> file, Backend& backend, Shard shard) {
   HParams hp = HParams::from_gguf(*file, ops::RopeMode::NEOX);  // rotate_half, as in Transformers
-  auto w = std::make_unique<Weights>(std::move(file), backend);
+  auto w = std::make_unique<Weights>(std::move(file), backend, shard);
   return std::make_unique<Qwen3>(std::move(hp), std::move(w));
 }
 

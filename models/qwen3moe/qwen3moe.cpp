@@ -41,9 +41,9 @@ class Qwen3Moe final : public Model {
 
 }  // namespace
 
-std::unique_ptr<Model> make_qwen3moe(std::shared_ptr<const gguf::File> file, Backend& backend) {
+std::unique_ptr<Model> make_qwen3moe(std::shared_ptr<const gguf::File> file, Backend& backend, Shard shard) {
   HParams hp = HParams::from_gguf(*file, ops::RopeMode::NEOX);  // rotate_half, as in Transformers
-  auto w = std::make_unique<Weights>(std::move(file), backend);
+  auto w = std::make_unique<Weights>(std::move(file), backend, shard);
   return std::make_unique<Qwen3Moe>(std::move(hp), std::move(w));
 }
 

@@ -7,6 +7,7 @@
 #include <new>
 
 #include "ops/cpu/kernels.h"
+#include "tensor/collective.h"
 
 namespace minfer {
 namespace {
@@ -72,8 +73,16 @@ bool CpuBackend::supports_op(const Tensor& node) const {
   return cpu::kernel_table()[static_cast<size_t>(node.op)] != nullptr;
 }
 
+void CpuBackend::join(std::shared_ptr<Collective> group, int rank) {
+  if (!group || rank < 0 || rank >= group->n_ranks())
+    throw std::invalid_argument(fmt::format("cpu: rank {} outside the tensor-parallel group of {}", rank,
+                                            group ? group->n_ranks() : 0));
+  group_ = std::move(group);
+  rank_ = rank;
+}
+
 void CpuBackend::compute(Graph& g) {
-  cpu::KernelContext kc{*pool_};
+  cpu::KernelContext kc{*pool_, group_.get(), rank_};
   const auto& table = cpu::kernel_table();
   for (Tensor* t : g.nodes()) {
     if (op_is_view(t->op)) continue;
@@ -108,6 +117,7 @@ const std::array<Kernel, kOpCount>& kernel_table() {
     set(Op::ARGMAX, k_argmax);
     set(Op::TOP_K, k_top_k);
     set(Op::MUL_MAT_ID, k_mul_mat_id);
+    set(Op::ALL_REDUCE, k_all_reduce);
     return t;
   }();
   return table;

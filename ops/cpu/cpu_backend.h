@@ -30,8 +30,13 @@ class CpuBackend final : public Backend {
   /// A buffer over existing host memory (e.g. a mapped GGUF file); minfer does not free it.
   std::unique_ptr<Buffer> wrap_host_memory(void* base, size_t size) override;
 
+  /// Any Collective over host memory (HostCollective: the ranks are threads of this process).
+  void join(std::shared_ptr<Collective> group, int rank) override;
+
  private:
   std::unique_ptr<cpu::ThreadPool> pool_;
+  std::shared_ptr<Collective> group_;
+  int rank_ = 0;
 };
 
 }  // namespace minfer

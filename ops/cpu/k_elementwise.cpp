@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ops/cpu/kernels.h"
+#include "tensor/collective.h"
 #include "tensor/quants.h"
 
 namespace minfer::cpu {
@@ -163,6 +164,17 @@ void k_argmax(KernelContext& kc, Tensor& dst) {
       static_cast<int32_t*>(dst.data)[r] = best;
     }
   });
+}
+
+// The source gathered into dst (contiguous f32), then summed over the group in place.
+void k_all_reduce(KernelContext& kc, Tensor& dst) {
+  const Tensor& x = *dst.src[0];
+  for_each_row(kc, x, 8, [&](int64_t i1, int64_t i2, int64_t i3) {
+    const char* in = row_ptr(x, i1, i2, i3);
+    auto* out = reinterpret_cast<float*>(row_ptr(dst, i1, i2, i3));
+    for (int64_t i = 0; i < x.ne[0]; ++i) out[i] = *reinterpret_cast<const float*>(in + i * x.nb[0]);
+  });
+  if (kc.group) kc.group->all_reduce_sum(kc.rank, static_cast<float*>(dst.data), static_cast<size_t>(dst.nelements()));
 }
 
 }  // namespace minfer::cpu

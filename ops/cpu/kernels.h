@@ -9,10 +9,16 @@
 #include "tensor/fp16.h"
 #include "tensor/tensor.h"
 
+namespace minfer {
+class Collective;
+}
+
 namespace minfer::cpu {
 
 struct KernelContext {
   ThreadPool& pool;
+  Collective* group = nullptr;  ///< the backend's tensor-parallel group (Backend::join), or none
+  int rank = 0;
 };
 
 /// Computes `dst` from its sources. Throws OpError for operands the kernel cannot handle.
@@ -40,6 +46,7 @@ void k_kv_store(KernelContext&, Tensor&);
 void k_attention(KernelContext&, Tensor&);
 void k_top_k(KernelContext&, Tensor&);
 void k_mul_mat_id(KernelContext&, Tensor&);
+void k_all_reduce(KernelContext&, Tensor&);
 
 // ---- element access helpers ----
 

@@ -467,6 +467,8 @@ CudaBackend::CudaBackend(int device, const CudaOptions& options) : impl_(std::ma
 CudaBackend::~CudaBackend() = default;
 
 std::string_view CudaBackend::name() const { return impl_->name; }
+
+int64_t CudaBackend::batch_invariant_rows() const { return cuda::kMmvqRows; }
 int CudaBackend::device() const { return impl_->device; }
 const CudaOptions& CudaBackend::options() const { return impl_->options; }
 void CudaBackend::set_graphs_enabled(bool on) {

@@ -81,6 +81,9 @@ class CudaBackend final : public Backend {
 
   std::string_view name() const override;
   bool is_host() const override { return false; }
+  /// kMmvqRows (8): up to there the decode kernels (MMVQ, float matvec, split-KV attention, the
+  /// expert matvec) run; 9..64 rows take the tensor-core MMQ, whose rounding differs.
+  int64_t batch_invariant_rows() const override;
   size_t alignment() const override { return 256; }
 
   /// cudaMalloc of `bytes`; throws OutOfMemoryError("cuda:N (<gpu>): cannot allocate ...").

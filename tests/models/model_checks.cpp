@@ -27,27 +27,38 @@ bool have_refs(const std::string& name) {
   return !fixture(name + "/" + name + "-f16.gguf").empty() && !fixture(name + "/refs.json").empty();
 }
 
+int32_t refs_n_ctx(const std::string& name) {
+  int32_t n_ctx = 512;  // the longest prompt and its continuation (~2,500 tokens in the scaled-RoPE fixtures)
+  for (const RefCase& rc : load_refs(name)) n_ctx = std::max(n_ctx, static_cast<int32_t>(rc.ids.size() + 32 + 255) / 256 * 256);
+  return n_ctx;
+}
+
 void check_model_refs(Backend& backend, const std::string& name, DType kv_type, const std::string& label) {
+  auto file = open_fixture(name + "/" + name + "-f16.gguf");
+  ASSERT_TRUE(file) << "fixtures for " << name;
+  auto model = models::load(file, backend);
+  SessionParams sp;
+  sp.n_ctx = refs_n_ctx(name);
+  sp.kv_type = kv_type;
+  Session s(*model, backend, sp);
+  check_session_refs(s, name, label);
+}
+
+void check_session_refs(Session& s, const std::string& name, const std::string& label) {
+  const DType kv_type = s.kv().type();
   // qwen2-yarn-s's YaRN magnitude (1.14 on q and k, 1.30 on the scores) and 2,500-token prompt
   // make it more sensitive to the f16 rounding of K/V: measured up to 1.9e-2 (f32 cache: 7.5e-4).
   // llama-s's 2,529-token prompt likewise: 1.8e-2 with an f16 cache (f32 cache: 4.0e-4);
   // qwen3moe-s's 2,527-token prompt 4: 1.27e-2 (f32 cache: 2.3e-4).
   const bool long_prompt = name == "qwen2-yarn-s" || name == "llama-s" || name == "qwen3moe-s";
   const double tol = kv_type == DType::F32 ? 1e-3 : long_prompt ? 3e-2 : 1e-2;
-  auto file = open_fixture(name + "/" + name + "-f16.gguf");
   auto refs = load_refs(name);
-  ASSERT_TRUE(file && !refs.empty()) << "fixtures for " << name;
-  auto model = models::load(file, backend);
-  SessionParams sp;
-  sp.n_ctx = 512;  // the longest prompt and its continuation (~2,500 tokens in the scaled-RoPE fixtures)
-  for (const RefCase& rc : refs) sp.n_ctx = std::max(sp.n_ctx, static_cast<int32_t>(rc.ids.size() + 32 + 255) / 256 * 256);
-  sp.kv_type = kv_type;
-  Session s(*model, backend, sp);
+  ASSERT_FALSE(refs.empty()) << "fixtures for " << name;
   const std::string tag = label + " " + name + " kv " + std::string(dtype_name(kv_type));
   double worst = 0;
   for (size_t ci = 0; ci < refs.size(); ++ci) {
     const RefCase& rc = refs[ci];
-    ASSERT_EQ(rc.vocab, model->hparams().n_vocab);
+    ASSERT_EQ(rc.vocab, s.n_vocab());
     s.reset();
     auto logits = s.eval(rc.ids, /*all_logits=*/true);
     double md = 0;

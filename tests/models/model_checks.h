@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/session.h"
 #include "tensor/backend.h"
 
 namespace minfer::test {
@@ -22,6 +23,11 @@ bool have_refs(const std::string& name);
 /// a few 1e-3; 3e-2 for the ~2,500-token prompts of qwen2-yarn-s, llama-s and qwen3moe-s), the maximum printed per case, and the 32-token greedy continuation exact through
 /// one-token decode steps. `label` prefixes the printed lines.
 void check_model_refs(Backend& backend, const std::string& name, DType kv_type, const std::string& label);
+/// The same checks on an existing session of the fixture's f16 model (its KV dtype picks the
+/// tolerance; its n_ctx must be at least refs_n_ctx(name)).
+void check_session_refs(Session& s, const std::string& name, const std::string& label);
+/// The context the reference prompts and their 32-token continuations need.
+int32_t refs_n_ctx(const std::string& name);
 
 /// A fixture and llama.cpp's perplexity on it (fixtures README: -c 256, 100 chunks; the
 /// scaled-RoPE fixtures also -c 2048, 20 chunks).

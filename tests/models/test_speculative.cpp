@@ -81,9 +81,10 @@ TEST(SpeculativeGreedy, IdenticalToPlainGreedyOnTheReferencePrompts) {
       Session ts(*target, cpu, sp), ds(*draft, cpu, sp);
       SpeculativeParams spp;
       spp.adaptive = adaptive;
-      spp.n_draft = adaptive ? 7 : 4;
+      if (!adaptive) spp.n_draft = 4;  // adaptive: the default, the backend's invariant depth
       spp.n_draft_min = adaptive ? 0 : 1;
       SpeculativeDecoder dec(ts, tok, ds, dtok, spp);
+      EXPECT_EQ(dec.params().n_draft, adaptive ? default_draft_max(cpu) : 4);
       Sampler s2(greedy_params());
       const GenerateResult got = dec.generate(tok, s2, prompt, gp);
       EXPECT_EQ(got.ids, ref.ids) << "prompt " << c << (adaptive ? " adaptive" : " fixed depth 4");

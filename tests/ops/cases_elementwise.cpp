@@ -329,9 +329,27 @@ void argmax_cases(std::vector<OpCase>& v) {
     }});
 }
 
+// A backend in no tensor-parallel group all-reduces over itself alone: a gathering copy (the
+// group of several ranks: tests/ops/test_all_reduce.cpp).
+void all_reduce_cases(std::vector<OpCase>& v) {
+  for (int64_t n : kSizes)
+    for (bool transposed : {false, true})
+      v.push_back({fmt::format("all_reduce_alone_n{}{}", n, transposed ? "_transposed" : ""), [=] {
+        CaseRun r;
+        r.build = [=](Context& c) {
+          Tensor* a = transposed ? transpose(c, c.new_tensor(DType::F32, {3, n})) : c.new_tensor(DType::F32, {n, 3});
+          return Built{ops::all_reduce(c, a), {a}};
+        };
+        r.reference = [](const Inputs& in) { return Nd(in[0]).v; };
+        r.tol = 1e-14;  // exact
+        return r;
+      }});
+}
+
 }  // namespace
 
 void add_elementwise_cases(std::vector<OpCase>& v) {
+  all_reduce_cases(v);
   binary_cases(v);
   unary_cases(v);
   get_rows_cases(v);

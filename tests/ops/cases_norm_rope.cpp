@@ -181,12 +181,14 @@ CaseRun formula_rope(const ops::RopeParams& p, int64_t hd, bool strided, std::ve
   return r;
 }
 
+const char* mode_name(ops::RopeMode mode) { return mode == ops::RopeMode::NEOX ? "neox" : "normal"; }
+
 void rope_cases(std::vector<OpCase>& v) {
   // Both modes, head dims, partial rotation, strided heads, positions up to 32767.
   for (auto mode : {ops::RopeMode::NEOX, ops::RopeMode::NORMAL})
     for (int64_t hd : {4, 64, 128})
       for (bool partial : {false, true})
-        v.push_back({fmt::format("rope_{}_hd{}{}", mode == ops::RopeMode::NEOX ? "neox" : "normal", hd,
+        v.push_back({fmt::format("rope_{}_hd{}{}", mode_name(mode), hd,
                                  partial ? "_partial" : ""),
                      [=] {
                        ops::RopeParams p;
@@ -198,7 +200,7 @@ void rope_cases(std::vector<OpCase>& v) {
   // The spec example: head_dim 4, freq_base 1e4, position 1, x = [1, 2, 3, 4] (values from the
   // formula worked by hand, 4 decimals).
   for (auto mode : {ops::RopeMode::NEOX, ops::RopeMode::NORMAL})
-    v.push_back({fmt::format("rope_spec_example_{}", mode == ops::RopeMode::NEOX ? "neox" : "normal"), [=] {
+    v.push_back({fmt::format("rope_spec_example_{}", mode_name(mode)), [=] {
       CaseRun r;
       r.init = [](Tensor& leaf) {
         if (leaf.type == DType::I32) {
@@ -243,7 +245,7 @@ void rope_cases(std::vector<OpCase>& v) {
     for (auto mode : {ops::RopeMode::NEOX, ops::RopeMode::NORMAL})
       for (int64_t hd : {64, 128})
         for (bool partial : {false, true})
-          v.push_back({fmt::format("rope_{}_{}_hd{}{}", sc.name, mode == ops::RopeMode::NEOX ? "neox" : "normal", hd,
+          v.push_back({fmt::format("rope_{}_{}_hd{}{}", sc.name, mode_name(mode), hd,
                                    partial ? "_partial" : ""),
                        [=] {
                          ops::RopeParams p;
