@@ -177,7 +177,9 @@ int generate_main(int argc, char** argv, const GenerateProgram& program) {
     }
     if (ids.empty()) throw std::invalid_argument("the prompt is empty (it encodes to no tokens)");
     const SessionParams sparams = session_params(margs);
-    const int32_t n_ctx = std::min(ModelRunner::resolve_n_ctx(*L.model, sparams), std::max(1, L.model->hparams().n_ctx_train));
+    // What the session will hold: -c as given (a warning past the trained context was printed at
+    // load), else the model's context within the KV budget.
+    const int32_t n_ctx = ModelRunner::resolve_n_ctx(*L.model, sparams);
     if (static_cast<int64_t>(ids.size()) > n_ctx)
       throw ContextFullError(fmt::format("the prompt has {} tokens but the context holds {} (n_ctx); use -c to raise it",
                                          ids.size(), n_ctx));

@@ -141,6 +141,11 @@ std::vector<std::vector<int32_t>> completion_prompts(const json& body, const tok
 json flatten_content(const json& messages) {
   json out = messages;
   for (json& m : out) {
+    // OpenAI's newer roles, in the names chat templates know (llama-server maps them the same way):
+    // `developer` replaced `system`, `function` is the older `tool`. Templates that render only
+    // system/user/assistant/tool would otherwise drop those messages without a word.
+    if (m["role"] == "developer") m["role"] = "system";
+    if (m["role"] == "function") m["role"] = "tool";
     if (m["role"] == "assistant" && (!m.contains("content") || m["content"].is_null())) m["content"] = "";
     auto it = m.find("content");
     if (it == m.end() || !it->is_array()) continue;

@@ -450,6 +450,16 @@ void Server::install(httplib::Server& http) {
       res.set_header("Connection", "close");
       return httplib::Server::HandlerResponse::Handled;
     }
+    // Every body is JSON whatever its Content-Type, as in llama-server. `curl -d` labels its data
+    // application/x-www-form-urlencoded, and httplib parses such bodies as form fields and refuses
+    // any past 8 KiB with 413 (a compile-time limit of the packaged library, not --max-body): a
+    // long prompt sent like the docs' first example failed. httplib's Request here is a
+    // non-const object handed to us as const; dropping the label makes httplib keep the bytes.
+    if (req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0) {
+      auto& headers = const_cast<httplib::Headers&>(req.headers);
+      headers.erase("Content-Type");
+      headers.emplace("Content-Type", "application/json");
+    }
     return httplib::Server::HandlerResponse::Unhandled;
   });
   if (params_.access_log) {

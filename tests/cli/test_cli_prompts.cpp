@@ -154,6 +154,24 @@ TEST(CliPrompts, BadChatTemplatesAndEarlyValidationExitOne) {
   EXPECT_NE(r.out.find("on cpu"), std::string::npos) << r.out;
 }
 
+// -c past the trained context (4096 for the default model) is the context, with a warning, as in
+// llama.cpp: a longer prompt is evaluated and the banner says the context the session holds.
+TEST(CliPrompts, ContextPastTheTrainedOneHoldsALongerPrompt) {
+  const auto path = std::filesystem::temp_directory_path() / "minfer_cli_long_prompt.txt";
+  {
+    std::ofstream out(path);
+    for (int i = 0; i < 800; ++i) out << "x = " << i << "\n";  // ~5,600 tokens
+  }
+  auto r = run(gen + " --device cpu -t 1 -c 8192 -n 1 --temp 0 --no-show-prompt -f " + path.string());
+  EXPECT_EQ(r.code, 0) << r.out.substr(0, 2000);
+  EXPECT_NE(r.out.find("n_ctx 8192"), std::string::npos) << r.out.substr(0, 2000);
+  EXPECT_NE(r.out.find("exceeds the context the model was trained with"), std::string::npos) << r.out.substr(0, 2000);
+  r = run(gen + " --device cpu -t 1 -c 4096 -n 1 --temp 0 --no-show-prompt -f " + path.string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("but the context holds 4096"), std::string::npos) << r.out.substr(0, 2000);
+  std::filesystem::remove(path);
+}
+
 TEST(CliPrompts, ChatTemplateOverrideIsUsed) {
   const auto r1 = nlohmann::json::parse(run_stdout(gen + " --chat -p hi -n 1 --json --device cpu").out);
   const auto r2 = nlohmann::json::parse(run_stdout(gen + " --chat --chat-template chatml --system S -p hi -n 1 --json --device cpu").out);

@@ -162,6 +162,7 @@ std::vector<Probe> op_probes(Context& c) {
   add("GET_ROWS 3-D table", [&] { return ops::get_rows(c, t(DType::F32, {1, 8, 3}), t(DType::I32, {2, 3})); });
   add("TOP_K", [&] { return ops::top_k(c, t(DType::F32, {8, 4}), 2); });
   add("ARGMAX", [&] { return ops::argmax(c, t(DType::F32, {64, 4})); });
+  add("ALL_REDUCE", [&] { return ops::all_reduce(c, t(DType::F32, {64, 4})); });
   for (DType a : kActs) {
     const std::string an(dtype_name(a));
     add("SCALE " + an, [&] { return ops::scale(c, t(a, {64, 4}), 2.0f); });

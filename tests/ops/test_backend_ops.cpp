@@ -48,10 +48,12 @@ const std::vector<BackendEntry>& backends() {
                  },
                  [](const Tensor& n) { return cuda::op_supported(n); }, "no CUDA device",
                  // Encoding into block types other than q8_0/q8_1 (the CPU's scale-searching
-                 // quantizers): models never need it at run time.
+                 // quantizers): models never need it at run time. ALL_REDUCE: no CUDA collective
+                 // yet (NCCL, docs/tensor-parallel.md).
                  [](const std::string& what) {
-                   return what.rfind("CPY ", 0) == 0 && what.find("-> q") != std::string::npos &&
-                          what.find("-> q8_") == std::string::npos;
+                   return (what.rfind("CPY ", 0) == 0 && what.find("-> q") != std::string::npos &&
+                           what.find("-> q8_") == std::string::npos) ||
+                          what == "ALL_REDUCE";
                  }});
 #endif
     return r;

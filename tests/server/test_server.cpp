@@ -94,6 +94,15 @@ TEST_F(ServerApi, ChatCompletionStopStringAndContentParts) {
                                                     {"return_tokens", true}})["prompt_ids"];
   };
   EXPECT_EQ(ids(json::array({{{"type", "text"}, {"text", "Hello"}}, {{"type", "text"}, {"text", "world"}}})), ids("Hello\nworld"));
+  // A developer message is the system message under OpenAI's newer name: rendered, not dropped.
+  auto with = [&](const char* role) {
+    return srv().post_json("/v1/chat/completions", {{"messages", {{{"role", role}, {"content", "Answer in French."}},
+                                                                  {{"role", "user"}, {"content", "hi"}}}},
+                                                    {"max_tokens", 1}, {"return_tokens", true}})["prompt_ids"];
+  };
+  const json sys = with("system");
+  EXPECT_EQ(with("developer"), sys);
+  EXPECT_GT(sys.size(), ids("hi").size());
   // max_completion_tokens is the chat name of max_tokens.
   auto m = srv().post_json("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_completion_tokens", 3},
                                                     {"ignore_eos", true}});
@@ -480,6 +489,21 @@ TEST_F(ServerApi, BadRequestsGet400WithAMessage) {
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200);
   EXPECT_EQ(srv().idle_metrics()["minfer:kv_blocks_used"], 0);
+}
+
+// curl -d sends application/x-www-form-urlencoded: the body is still JSON, also past the 8 KiB
+// that httplib allows form bodies (a long prompt sent like the docs' examples).
+TEST_F(ServerApi, FormLabelledBodiesAreReadAsJson) {
+  const std::string prompt(9000, 'a');  // one token per few bytes: well inside the context
+  const std::string body = json{{"prompt", "x"}, {"max_tokens", 1}, {"user", prompt}}.dump();
+  ASSERT_GT(body.size(), 8192u);
+  auto c = srv().client();
+  auto r = c.Post("/v1/completions", body, "application/x-www-form-urlencoded");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  r = c.Post("/tokenize", json{{"content", prompt}}.dump(), "application/x-www-form-urlencoded");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body.substr(0, 300);
 }
 
 TEST_F(ServerApi, OneAccessLogLinePerRequest) {
