@@ -18,10 +18,12 @@ PagedAttnLayout make_paged_layout(const PagedAttnCase& c, std::mt19937_64& rng) 
   const int32_t bs = c.block_size;
   PagedAttnLayout L;
   int32_t need = 0;
+  const int32_t nb0 = (c.seq_len[0] + bs - 1) / bs;
   for (int32_t s = 0; s < n_seq; ++s) {
     const int32_t nb = (c.seq_len[static_cast<size_t>(s)] + bs - 1) / bs;
     L.max_blocks = std::max(L.max_blocks, nb);
-    need += s == 0 ? nb : std::max(0, nb - c.shared_blocks);
+    // A later sequence shares only the blocks sequence 0 has (the loop below): the rest are its own.
+    need += s == 0 ? nb : nb - std::min({c.shared_blocks, nb, nb0});
   }
   L.n_blocks = need + c.spare_blocks;
   std::vector<int32_t> ids(static_cast<size_t>(L.n_blocks));
