@@ -106,7 +106,7 @@ Tensor* Attention::forward(Context& ctx, Tensor* x, const Batch& b, KvCache& kv,
 
 SwiGluFfn SwiGluFfn::load(Weights& W, int il) {
   auto gu = W.get_concat_rows({blk_name(il, "ffn_gate"), blk_name(il, "ffn_up")}, Split::ROWS);
-  return {gu[0], gu[1], W.get_split(blk_name(il, "ffn_down"), Split::COLUMNS), W.shard().split()};
+  return {gu[0], gu[1], W.get_split(blk_name(il, "ffn_down"), Split::COLUMNS), W.shard()};
 }
 
 Tensor* SwiGluFfn::forward(Context& ctx, Tensor* x) const {
@@ -120,7 +120,7 @@ Tensor* SwiGluFfn::forward(Context& ctx, Tensor* x) const {
     h = ops::swiglu(ctx, ops::mul_mat(ctx, gate, x), ops::mul_mat(ctx, up, x));
   }
   Tensor* out = ops::mul_mat(ctx, down, h);
-  return all_reduce ? ops::all_reduce(ctx, out) : out;
+  return shard.split() ? ops::all_reduce(ctx, out) : out;
 }
 
 MoeFfn MoeFfn::load(Weights& W, int il, const HParams& h, bool norm_topk_prob) {

@@ -117,9 +117,9 @@ struct SwiGluFfn {
   Tensor* gate = nullptr;  ///< ffn_gate [n_embd, n_ff] } one concatenated tensor's row views
   Tensor* up = nullptr;    ///< ffn_up   [n_embd, n_ff] } when their dtypes match (one matmul)
   Tensor* down = nullptr;  ///< ffn_down [n_ff, n_embd]
-  /// Tensor parallelism: gate/up are the rank's rows, down its columns, and the output is summed
-  /// over the ranks.
-  bool all_reduce = false;
+  /// The tensor-parallel rank (Weights::shard): with a split shard, gate/up are the rank's rows,
+  /// down its columns, and the output is summed over the ranks.
+  Shard shard;
 
   /// Loads block il's ffn_gate, ffn_up, ffn_down (the rank's parts when Weights::shard is split).
   static SwiGluFfn load(Weights& W, int il);

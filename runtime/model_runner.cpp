@@ -137,7 +137,7 @@ ModelRunner::StepGraph& ModelRunner::step_graph(Rank& rank, int64_t n_tokens, in
   return sg;
 }
 
-void ModelRunner::compute_ranks(int64_t n_tokens, int64_t n_out) {
+void ModelRunner::compute_ranks(int64_t n_tokens, int64_t n_out, size_t n_logits) {
   // Graphs are placed (and allocation can fail) before any rank computes: a rank that stops
   // before its first all-reduce would leave the others waiting.
   std::vector<StepGraph*> sgs;
@@ -173,8 +173,8 @@ void ModelRunner::compute_ranks(int64_t n_tokens, int64_t n_out) {
     for (auto& e : errors)
       if (e) std::rethrow_exception(e);
   }
-  logits_.resize(rows_logits_ * static_cast<size_t>(n_vocab()));
-  if (rows_logits_ > 0) ranks_[0].backend->get_tensor(*sgs[0]->logits, logits_.data(), 0, logits_.size() * 4);
+  logits_.resize(n_logits * static_cast<size_t>(n_vocab()));
+  if (n_logits > 0) ranks_[0].backend->get_tensor(*sgs[0]->logits, logits_.data(), 0, logits_.size() * 4);
 }
 
 std::span<const float> ModelRunner::decode(std::span<const BatchToken> batch) {
@@ -232,8 +232,7 @@ std::span<const float> ModelRunner::decode(std::span<const BatchToken> batch) {
     if (t.logits) rows_[static_cast<size_t>(r++)] = static_cast<int32_t>(i);
   }
   try {
-    rows_logits_ = static_cast<size_t>(n_logits);
-    compute_ranks(n_pad, n_out);
+    compute_ranks(n_pad, n_out, static_cast<size_t>(n_logits));
   } catch (...) {
     for (size_t i = 0; i < counts.size(); ++i) kv_.seq_truncate(counts[i].first, first_pos[i]);
     throw;

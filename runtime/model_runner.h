@@ -112,16 +112,16 @@ class ModelRunner {
   ModelRunner(const std::vector<const Model*>& ranks, const std::vector<Backend*>& backends,
               std::shared_ptr<Collective> group, const RunnerParams& p);
   StepGraph& step_graph(Rank& rank, int64_t n_tokens, int64_t n_out);
-  // Uploads the staged inputs into each rank's graph and computes them all (rank 0 on this
-  // thread); the first rank's error is rethrown after every rank has stopped.
-  void compute_ranks(int64_t n_tokens, int64_t n_out);
+  // Uploads the staged inputs into each rank's graph, computes them all (rank 0 on this thread)
+  // and reads rank 0's n_logits logit rows; the first rank's error is rethrown after every rank
+  // has stopped.
+  void compute_ranks(int64_t n_tokens, int64_t n_out, size_t n_logits);
 
   std::vector<Rank> ranks_;
   std::shared_ptr<Collective> group_;
   RunnerParams params_;
   KvCache kv_;
   std::vector<float> logits_;
-  size_t rows_logits_ = 0;  // logit rows of the current forward
   std::vector<int32_t> tokens_, pos_, seq_, cells_, rows_;  // staging for the inputs
 };
 

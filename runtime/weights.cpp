@@ -68,30 +68,35 @@ std::array<int64_t, 4> Weights::part_shape(const gguf::TensorInfo& i, Split spli
   return ne;
 }
 
-std::vector<uint8_t> Weights::part_bytes(const gguf::TensorInfo& i, Split split) const {
+void Weights::upload_part(Tensor& dst, size_t offset, const gguf::TensorInfo& i, Split split) {
   const auto ne = part_shape(i, split);
   const size_t row = dtype_row_size(i.type, i.ne[0]), part_row = dtype_row_size(i.type, ne[0]);
   const int64_t rows = ne[1] * ne[2] * ne[3];
+  const auto r = static_cast<size_t>(shard_.rank);
+  if (ne[0] == i.ne[0] || rows == 1) {
+    // The whole tensor, a range of whole rows (ROWS of a matrix) or of one row (a vector's ROWS):
+    // one contiguous span of the file, uploaded as it lies.
+    const size_t first = ne[1] != i.ne[1] ? r * static_cast<size_t>(ne[1]) * row : ne[0] != i.ne[0] ? r * part_row : 0;
+    backend_.set_tensor(dst, i.data + first, offset, part_row * static_cast<size_t>(rows));
+    return;
+  }
+  // COLUMNS: the rank's piece of every row, gathered, then one upload.
   std::vector<uint8_t> out(part_row * static_cast<size_t>(rows));
-  const auto r = static_cast<int64_t>(shard_.rank);
-  const int64_t row0 = ne[1] != i.ne[1] ? r * ne[1] : 0;             // ROWS of a matrix
-  const size_t col0 = ne[0] != i.ne[0] ? static_cast<size_t>(r) * part_row : 0;  // COLUMNS, or a vector's ROWS
   for (int64_t k = 0; k < rows; ++k)
-    std::memcpy(out.data() + static_cast<size_t>(k) * part_row, i.data + static_cast<size_t>(row0 + k) * row + col0, part_row);
-  return out;
+    std::memcpy(out.data() + static_cast<size_t>(k) * part_row, i.data + static_cast<size_t>(k) * row + r * part_row, part_row);
+  backend_.set_tensor(dst, out.data(), offset, out.size());
 }
 
 Tensor* Weights::get_split(std::string_view name, Split split) {
   if (!shard_.split() || split == Split::NONE) return get(name);
   if (auto it = by_name_.find(std::string(name)); it != by_name_.end()) return it->second;
   const gguf::TensorInfo& i = info(name);
-  const auto bytes = part_bytes(i, split);
   Tensor* t = ctx_.new_tensor(i.type, part_shape(i, split), i.name);
   t->flags |= kTensorWeight;
-  buffers_.push_back(backend_.alloc_buffer(bytes.size()));
+  buffers_.push_back(backend_.alloc_buffer(t->nbytes()));
   bind_tensor(*t, *buffers_.back(), 0);
-  backend_.set_tensor(*t, bytes.data(), 0, bytes.size());
-  if (!backend_.is_host()) device_bytes_ += bytes.size();
+  upload_part(*t, 0, i, split);
+  if (!backend_.is_host()) device_bytes_ += t->nbytes();
   by_name_.emplace(i.name, t);
   return t;
 }
@@ -114,14 +119,9 @@ std::vector<Tensor*> Weights::get_concat_rows(std::initializer_list<std::string_
     for (std::string_view n : names) out.push_back(get_split(n, split));
     return out;
   }
-  std::vector<std::vector<uint8_t>> parts;
   int64_t rows = 0;
-  size_t bytes = 0;
-  for (auto* i : infos) {
-    parts.push_back(part_bytes(*i, split));
-    rows += part_shape(*i, split)[1];
-    bytes += parts.back().size();
-  }
+  for (auto* i : infos) rows += part_shape(*i, split)[1];
+  const size_t bytes = dtype_row_size(infos[0]->type, infos[0]->ne[0]) * static_cast<size_t>(rows);
   std::string root_name;
   for (auto* i : infos) root_name += (root_name.empty() ? "" : "|") + i->name;
   Tensor* root = ctx_.new_tensor(infos[0]->type, {infos[0]->ne[0], rows}, root_name);
@@ -130,16 +130,15 @@ std::vector<Tensor*> Weights::get_concat_rows(std::initializer_list<std::string_
   bind_tensor(*root, *buffers_.back(), 0);
   size_t off = 0;
   int64_t row0 = 0;
-  for (size_t k = 0; k < infos.size(); ++k) {
-    const auto* i = infos[k];
-    backend_.set_tensor(*root, parts[k].data(), off, parts[k].size());
+  for (auto* i : infos) {
+    upload_part(*root, off, *i, split);
     const int64_t n_rows = part_shape(*i, split)[1];
     Tensor* v = slice(ctx_, root, 1, row0, n_rows);
     v->name = i->name;
     v->flags |= kTensorWeight;
     by_name_.emplace(i->name, v);
     out.push_back(v);
-    off += parts[k].size();
+    off += static_cast<size_t>(n_rows) * root->nb[1];
     row0 += n_rows;
   }
   if (!backend_.is_host()) device_bytes_ += bytes;

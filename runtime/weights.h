@@ -79,10 +79,11 @@ class Weights {
  private:
   Tensor* load(std::string_view name, bool required);
   const gguf::TensorInfo& info(std::string_view name) const;
-  // Bytes [row0, row0 + rows) of this rank's part of `i` (the whole tensor when not split) in the
-  // layout of the part: [K / n or K, rows].
-  std::vector<uint8_t> part_bytes(const gguf::TensorInfo& i, Split split) const;
+  // The shape of this rank's part of `i` (the whole tensor when not split), checked.
   std::array<int64_t, 4> part_shape(const gguf::TensorInfo& i, Split split) const;
+  // Writes this rank's part of `i` into `dst` at byte `offset`: straight from the file when the
+  // part is contiguous there (everything but COLUMNS), else gathered row by row first.
+  void upload_part(Tensor& dst, size_t offset, const gguf::TensorInfo& i, Split split);
 
   std::shared_ptr<const gguf::File> file_;
   Backend& backend_;
