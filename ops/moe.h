@@ -27,7 +27,10 @@ Tensor* top_k(Context& ctx, Tensor* x, int32_t k);
 /// b: f32/f16 [K, n_act, n_tokens] with n_act = 1 (one activation row per token, broadcast over
 ///    the k slots) or n_act = k (one row per slot).
 /// -> f32 [M, k, n_tokens]. Each (token, slot) has exactly the numerics of mul_mat over that
-/// expert's 2-D slice with that activation row (same activation quantization, same dot).
+/// expert's 2-D slice with that activation row (same activation quantization, same dot) up to the
+/// backend's batch_invariant_rows() tokens. Past that a device may group the pairs by expert
+/// (CUDA: tensor-core tiles of up to 64 pairs per expert), whose sums round differently from the
+/// one-row matvec; a pair's value still depends only on its expert and activation row.
 Tensor* mul_mat_id(Context& ctx, Tensor* as, Tensor* ids, Tensor* b);
 
 }  // namespace minfer::ops

@@ -73,7 +73,10 @@ for m in qwen2-s qwen3-xs; do
 done
 copy_fixture qwen3-s/refs.json
 for i in 0 1 2 3 4; do copy_fixture "qwen3-s/ref$i.logits.f32"; done
-copy_fixture tokenizer/qwen-vocab.gguf  # mkmodel --vocab: models llama.cpp can load too
+# mkmodel --vocab (models llama.cpp can load too), xz-packed: 5.9 MB -> 1.3 MB of the carry;
+# gpu_check.sh unpacks it.
+mkdir -p "$dev/fixtures/tokenizer"
+xz -9 -T1 -c "$fixtures_src/tokenizer/qwen-vocab.gguf" >"$dev/fixtures/tokenizer/qwen-vocab.gguf.xz"
 for f in qwen2-s/qwen2-s-Q4_K_M.gguf qwen2-s/qwen2-s-Q5_K_M.gguf qwen3-s/qwen3-s-Q4_K_M.gguf \
          qwen3-xs/qwen3-xs-Q8_0.gguf qwen3-xs/qwen3-xs-Q4_0.gguf qwen3-xs/qwen3-xs-Q5_1.gguf text/python-val.txt; do
   copy_fixture "$f"

@@ -46,9 +46,11 @@ export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-lin
 if [[ -f .dev/payload.tar.xz && ! -d .dev/tests ]]; then  # staged by scripts/build_device.sh
   python3 -c "import tarfile; tarfile.open('.dev/payload.tar.xz').extractall('.dev')" || tar -C .dev -xJf .dev/payload.tar.xz
 fi
-if [[ -f .devb/llama3-vocab.gguf.xz && ! -f .devb/llama3-vocab.gguf ]]; then
-  python3 -c "import lzma,shutil; shutil.copyfileobj(lzma.open('.devb/llama3-vocab.gguf.xz'), open('.devb/llama3-vocab.gguf','wb'))"
-fi
+for v in .devb/llama3-vocab.gguf "$MINFER_FIXTURES/tokenizer/qwen-vocab.gguf"; do  # staged xz-packed
+  if [[ -f $v.xz && ! -f $v ]]; then
+    python3 -c "import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1] + '.xz'), open(sys.argv[1], 'wb'))" "$v"
+  fi
+done
 steps=("$@")
 [[ ${#steps[@]} -gt 0 ]] || steps=(tests bench)
 summary="$out/summary.txt"
@@ -327,13 +329,20 @@ step_ab() {
 
 # The architectures issue's speed check: Llama-3.1-8B and Qwen3-30B-A3B shapes (Q4_K_M) against
 # llama.cpp (LLAMA), interleaved; the Qwen2.5-7B ratios beside them.
+# ARCH="qwen7b llama8b a3b" (the default) picks the models, so the step can span device calls.
 step_arch() {
-  make_model qwen2.5-7b-q4km --shape qwen2.5-7b &&
-    OLD_BENCH='' LLAMA_ARGS="-p 512 -n 128 -r 3" interleaved arch-qwen7b "$models/qwen2.5-7b-q4km.gguf" -p 512 -n 128 -r 3
-  VOCAB=.devb/llama3-vocab.gguf make_model llama3.1-8b-q4km --shape llama3.1-8b &&
-    OLD_BENCH='' LLAMA_ARGS="-p 512 -n 128 -r 3" interleaved arch-llama8b "$models/llama3.1-8b-q4km.gguf" -p 512 -n 128 -r 3
-  make_model qwen3-30b-a3b-q4km --shape qwen3-30b-a3b &&
-    OLD_BENCH='' LLAMA_ARGS="-p 512 -n 128 -r 3" interleaved arch-a3b "$models/qwen3-30b-a3b-q4km.gguf" -p 512 -n 128 -r 3
+  local a
+  for a in ${ARCH:-qwen7b llama8b a3b}; do
+    case $a in
+      qwen7b) make_model qwen2.5-7b-q4km --shape qwen2.5-7b &&
+        OLD_BENCH='' LLAMA_ARGS="-p 512 -n 128 -r 3" interleaved arch-qwen7b "$models/qwen2.5-7b-q4km.gguf" -p 512 -n 128 -r 3 ;;
+      llama8b) VOCAB=.devb/llama3-vocab.gguf make_model llama3.1-8b-q4km --shape llama3.1-8b &&
+        OLD_BENCH='' LLAMA_ARGS="-p 512 -n 128 -r 3" interleaved arch-llama8b "$models/llama3.1-8b-q4km.gguf" -p 512 -n 128 -r 3 ;;
+      a3b) make_model qwen3-30b-a3b-q4km --shape qwen3-30b-a3b &&
+        OLD_BENCH='' LLAMA_ARGS="-p 512 -n 128 -r 3" interleaved arch-a3b "$models/qwen3-30b-a3b-q4km.gguf" -p 512 -n 128 -r 3 ;;
+      *) row "arch $a" FAIL "unknown model (qwen7b, llama8b, a3b)" ;;
+    esac
+  done
 }
 
 for s in "${steps[@]}"; do

@@ -23,6 +23,10 @@
 // are scaled in f32: acc += d_a * (d_w0 * dot_lo + d_w1 * dot_hi) + m_w * s_a, in unit order
 // within a split, then the splits in order. Nothing depends on the number of activation
 // rows N, so a row gets the same bits in every batch this kernel runs (batch invariance).
+//
+// MUL_MAT_ID's prefill (mmq_grouped) runs the same kernel over tiles of (token, slot) pairs that
+// chose one expert: the tile's columns are gathered activation rows and its sums scattered to the
+// pairs' output rows, so each expert's rows are read once per tile instead of once per pair.
 #include <algorithm>
 #include <string>
 
@@ -240,14 +244,20 @@ struct Smem {
 // multiplies its 16 rows; a thread's A fragment is read from the staged bytes by frag<T>. The sums
 // go to dst (+ residual) when the grid does not split K (gridDim.z == 1), else to part[z] for
 // mmq_reduce_kernel.
-template <DType T, int NT>
+//
+// GROUPED (MUL_MAT_ID prefill): blockIdx.y is a tile of grp, the weight is its expert's slice,
+// column n is the activation row of the tile's pair n and its sums go to that pair's output row;
+// the arithmetic of a column is the same as above, so it still depends on nothing but its row.
+template <DType T, int NT, bool GROUPED>
 __global__ void __launch_bounds__(32 * kWarps) mmq_kernel(const uint8_t* w, int64_t w_nb1, int64_t w_nb2,
                                                            int64_t w_nb3, int64_t M, int U, const int8_t* qs,
                                                            const float2* ds, int64_t r2, int64_t r3, int64_t B2, int N,
-                                                           float* dst, const float* residual, float* part) {
+                                                           float* dst, const float* residual, float* part,
+                                                           MmqGroups grp) {
   using C = Chunk<T>;
   using S = Smem<T, NT>;
   extern __shared__ __align__(16) uint8_t smem[];
+  __shared__ int64_t col_row[GROUPED ? S::kCols : 1], col_out[GROUPED ? S::kCols : 1];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int64_t m0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
@@ -256,9 +266,26 @@ __global__ void __launch_bounds__(32 * kWarps) mmq_kernel(const uint8_t* w, int6
   const int c0 = static_cast<int>(static_cast<int64_t>(n_chunks) * blockIdx.z / gridDim.z);
   const int c1 = static_cast<int>(static_cast<int64_t>(n_chunks) * (blockIdx.z + 1) / gridDim.z);
   const uint8_t* base = w + (i2 / r2) * w_nb2 + (i3 / r3) * w_nb3;
+  if constexpr (GROUPED) {
+    if (static_cast<int64_t>(blockIdx.y) >= *grp.n_tiles) return;  // the whole block: before any barrier
+    const int4 tile = grp.tiles[blockIdx.y];
+    base = w + static_cast<int64_t>(tile.x) * w_nb2;
+    N = tile.z;
+    for (int i = threadIdx.x; i < N; i += blockDim.x) {
+      const int64_t s = grp.order[tile.y + i], tok = s / grp.k;
+      col_out[i] = s;
+      col_row[i] = (s % grp.k) % grp.n_act + grp.n_act * tok;
+    }
+    __syncthreads();
+  }
+  // The activation row of column n, and the output row its sums go to.
+  auto act_row = [&](int n) -> int64_t {
+    if constexpr (GROUPED) return col_row[n]; else return bz * N + n;
+  };
+  auto out_row = [&](int n) -> int64_t {
+    if constexpr (GROUPED) return col_out[n]; else return bz * N + n;
+  };
   const int64_t K = static_cast<int64_t>(U) * 32;
-  const int8_t* q_base = qs + bz * N * K;
-  const float2* d_base = ds + bz * static_cast<int64_t>(N) * U;
   auto wtile = [&](int s) { return smem + s * S::kStage; };
   auto atile = [&](int s) { return smem + s * S::kStage + S::kWeight; };
   auto stile = [&](int s) { return reinterpret_cast<float2*>(smem + s * S::kStage + S::kWeight + S::kAct); };
@@ -278,16 +305,16 @@ __global__ void __launch_bounds__(32 * kWarps) mmq_kernel(const uint8_t* w, int6
       if (k * 16 < (p - a16) + bytes) cp_async16(wt + r * C::kPitch + k * 16, a16 + k * 16);
     }
     uint8_t* at = atile(s);
-    const int8_t* q_chunk = q_base + static_cast<int64_t>(c) * kChunkUnits * 32;
+    const int8_t* q_chunk = qs + static_cast<int64_t>(c) * kChunkUnits * 32;
     for (int i = threadIdx.x; i < N * 2 * kChunkUnits; i += blockDim.x) {
       const int n = i / (2 * kChunkUnits), k = i % (2 * kChunkUnits);  // 16-byte pieces, two per unit
-      if (k < 2 * units) cp_async16(at + n * kActPitch + k * 16, q_chunk + n * K + k * 16);
+      if (k < 2 * units) cp_async16(at + n * kActPitch + k * 16, q_chunk + act_row(n) * K + k * 16);
     }
     float2* st = stile(s);
-    const float2* d_chunk = d_base + static_cast<int64_t>(c) * kChunkUnits;
+    const float2* d_chunk = ds + static_cast<int64_t>(c) * kChunkUnits;
     for (int i = threadIdx.x; i < N * kChunkUnits; i += blockDim.x) {
       const int n = i / kChunkUnits, u = i % kChunkUnits;
-      if (u < units) cp_async8(st + u * S::kCols + n, d_chunk + static_cast<int64_t>(n) * U + u);
+      if (u < units) cp_async8(st + u * S::kCols + n, d_chunk + act_row(n) * U + u);
     }
     cp_async_commit();
   };
@@ -380,7 +407,7 @@ __global__ void __launch_bounds__(32 * kWarps) mmq_kernel(const uint8_t* w, int6
       const int64_t m = m0 + warp * 16 + g + (i >= 2 ? 8 : 0);
       const int n = nt * 8 + 2 * t + (i & 1);
       if (m >= M || n >= N) continue;
-      const int64_t o = (bz * N + n) * M + m;
+      const int64_t o = out_row(n) * M + m;
       out[o] = !split && residual ? residual[o] + acc[nt][i] : acc[nt][i];
     }
 }
@@ -404,6 +431,17 @@ int k_splits(const KernelContext& kc, int64_t M, int U) {
   return static_cast<int>(std::clamp<int64_t>(want, 1, std::max<int64_t>(1, std::min<int64_t>(chunks / 2, 16))));
 }
 
+// Past 48 KiB a kernel must ask for its dynamic shared memory, once per instantiation.
+template <DType T, int NT, bool GROUPED>
+void opt_in(const KernelContext& kc) {
+  constexpr int kSmem = Smem<T, NT>::kBytes;
+  static const bool ok = [] {
+    return cudaFuncSetAttribute(mmq_kernel<T, NT, GROUPED>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) ==
+           cudaSuccess;
+  }();
+  if (!ok) throw OpError(kc.where() + ": mmq_kernel cannot have " + std::to_string(kSmem) + " bytes of shared memory");
+}
+
 template <DType T, int NT>
 void launch_nt(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2,
                int64_t B3, float* dst, const float* residual, float* part) {
@@ -415,13 +453,9 @@ void launch_nt(KernelContext& kc, const Tensor& a, const int8_t* qs, const float
   const int64_t r2 = B2 / a.ne[2], r3 = B3 / a.ne[3];
   const auto* w = static_cast<const uint8_t*>(a.data);
   const auto nb1 = static_cast<int64_t>(a.nb[1]), nb2 = static_cast<int64_t>(a.nb[2]), nb3 = static_cast<int64_t>(a.nb[3]);
-  constexpr int kSmem = Smem<T, NT>::kBytes;
-  static const bool opted_in = [] {  // past 48 KiB a kernel must ask for its dynamic shared memory
-    return cudaFuncSetAttribute(mmq_kernel<T, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) == cudaSuccess;
-  }();
-  if (!opted_in) throw OpError(kc.where() + ": mmq_kernel cannot have " + std::to_string(kSmem) + " bytes of shared memory");
-  mmq_kernel<T, NT><<<grid, 32 * kWarps, kSmem, kc.stream>>>(w, nb1, nb2, nb3, M, U, qs, ds, r2, r3, B2,
-                                                             static_cast<int>(N), dst, residual, part);
+  opt_in<T, NT, false>(kc);
+  mmq_kernel<T, NT, false><<<grid, 32 * kWarps, Smem<T, NT>::kBytes, kc.stream>>>(
+      w, nb1, nb2, nb3, M, U, qs, ds, r2, r3, B2, static_cast<int>(N), dst, residual, part, MmqGroups{});
   kc.check_launch("mmq_kernel");
   if (ks > 1) {
     const int64_t n = B2 * B3 * N * M;
@@ -446,7 +480,36 @@ void launch_t(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2
   }
 }
 
+// One block per 64 weight rows and tile: the tile grid is the plan's upper bound, the unused
+// tiles' blocks leave at once (the real count is known on the device only).
+template <DType T>
+void launch_grouped_t(KernelContext& kc, const Tensor& as, const MmqGroups& grp, const int8_t* qs, const float2* ds,
+                      float* dst) {
+  constexpr int NT = kGroupTile / 8;
+  const int64_t M = as.ne[1];
+  const int U = static_cast<int>(as.ne[0] / 32);
+  const dim3 grid(static_cast<unsigned>(ceil_div(M, kBlockRows)), static_cast<unsigned>(grp.max_tiles), 1);
+  opt_in<T, NT, true>(kc);
+  mmq_kernel<T, NT, true><<<grid, 32 * kWarps, Smem<T, NT>::kBytes, kc.stream>>>(
+      static_cast<const uint8_t*>(as.data), static_cast<int64_t>(as.nb[1]), static_cast<int64_t>(as.nb[2]), 0, M, U,
+      qs, ds, 1, 1, 1, 0, dst, nullptr, nullptr, grp);
+  kc.check_launch("mmq_kernel (grouped)");
+}
+
 }  // namespace
+
+void mmq_grouped(KernelContext& kc, const Tensor& as, const MmqGroups& grp, const int8_t* qs, const float2* ds,
+                 float* dst) {
+  if (grp.max_tiles == 0 || as.ne[1] == 0) return;
+  switch (as.type) {
+#define MINFER_T(T) \
+  case DType::T: return launch_grouped_t<DType::T>(kc, as, grp, qs, ds, dst);
+    MINFER_T(Q4_0) MINFER_T(Q4_1) MINFER_T(Q5_0) MINFER_T(Q5_1) MINFER_T(Q8_0)
+    MINFER_T(Q4_K) MINFER_T(Q5_K) MINFER_T(Q6_K)
+#undef MINFER_T
+    default: throw OpError(kc.where() + ": no MMQ kernel for " + std::string(dtype_name(as.type)));
+  }
+}
 
 bool mmq_supported(DType type) {
   switch (type) {

@@ -2,12 +2,13 @@
 // expert ids are read on the device only (nothing goes back to the host during compute), so a
 // captured graph replays for any routing.
 //
-// MUL_MAT_ID runs every (token, slot) pair as one matrix-vector product with its expert's slice:
-// block weights through the MMVQ machinery (mmvq_id in k_mmvq.cu: q8_1 activations, dp4a; a
-// pair's bits are the decode mul_mat's), float weights through a warp-per-row f32 matvec. This is
-// the simple correct form for prefill as well: each pair streams its expert's rows (the L2 keeps
-// experts several pairs share); grouping a batch's pairs by expert for the MMQ / GEMM paths is the
-// next step for prefill speed.
+// MUL_MAT_ID of up to kMmvqRows tokens (decode) runs every (token, slot) pair as one
+// matrix-vector product with its expert's slice: block weights through the MMVQ machinery (mmvq_id
+// in k_mmvq.cu: q8_1 activations, dp4a; a pair's bits are the decode mul_mat's), float weights
+// through a warp-per-row f32 matvec. Past that (prefill, many sequences) pair-by-pair would read
+// an expert's rows once per pair that selected it, so the pairs are grouped by expert on the device
+// (moe_plan_kernel) and each expert's group runs as tensor-core MMQ tiles (mmq_grouped in
+// k_mmq.cu), reading the expert's rows once per tile of up to kGroupTile pairs.
 #include <algorithm>
 #include <cmath>
 
@@ -94,6 +95,69 @@ __global__ void mm_id_float_kernel(TD as, DType at, TD ids, TD b, DType bt, int6
 
 bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
+// ---------------------------------------------------------------- mul_mat_id, grouped by expert
+
+constexpr int64_t kPlanMaxExperts = 4096;  // the plan's two counters per expert live in shared memory
+constexpr int kPlanThreads = 1024;
+
+// The plan's workspace: the tile count (16 bytes, so the tiles stay int4-aligned), max_tiles
+// tiles, then the pair order.
+struct PlanLayout {
+  int64_t pairs, max_tiles;
+  size_t bytes() const { return align256(16 + 16 * static_cast<size_t>(max_tiles) + 4 * static_cast<size_t>(pairs)); }
+};
+
+PlanLayout plan_layout(const Tensor& as, const Tensor& ids) {
+  const int64_t pairs = ids.ne[0] * ids.ne[1];
+  return {pairs, ceil_div(pairs, kGroupTile) + std::min(as.ne[2], pairs)};
+}
+
+bool grouped(const Tensor& dst) {
+  const Tensor &as = *dst.src[0], &ids = *dst.src[1];
+  return ids.ne[1] > kMmvqRows && mmq_supported(as.type) && as.ne[2] <= kPlanMaxExperts;
+}
+
+// One block: the pairs counted per expert, the tiles cut serially by thread 0 (a few hundred
+// experts at most), then every valid pair placed in its expert's range. Places within an expert
+// follow atomic order, which is harmless: a pair's sums depend on its own row only (mmq_grouped).
+// A bad id is reported and its pair's output row set to NaN; the pair joins no tile.
+__global__ void __launch_bounds__(kPlanThreads) moe_plan_kernel(TD ids, int64_t n_expert, int64_t M, int32_t* n_tiles,
+                                                                int4* tiles, int32_t* order, float* dst,
+                                                                ErrorSink sink) {
+  extern __shared__ int counters[];  // [n_expert] pairs per expert, then [n_expert] next free place
+  int* next = counters + n_expert;
+  const int64_t k = ids.ne[0], pairs = k * ids.ne[1];
+  auto expert_of = [&](int64_t s) {
+    return *reinterpret_cast<const int32_t*>(ids.data + (s % k) * ids.nb[0] + (s / k) * ids.nb[1]);
+  };
+  for (int64_t e = threadIdx.x; e < n_expert; e += blockDim.x) counters[e] = 0;
+  __syncthreads();
+  for (int64_t s = threadIdx.x; s < pairs; s += blockDim.x) {
+    const int32_t e = expert_of(s);
+    if (e >= 0 && e < n_expert) {
+      atomicAdd(&counters[e], 1);
+    } else {
+      report_error(sink, kErrMulMatIdId, e, n_expert);
+      for (int64_t m = 0; m < M; ++m) dst[s * M + m] = __int_as_float(0x7fc00000);
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int first = 0, nt = 0;
+    for (int e = 0; e < n_expert; ++e) {
+      next[e] = first;
+      for (int p = 0; p < counters[e]; p += kGroupTile) tiles[nt++] = make_int4(e, first + p, min(kGroupTile, counters[e] - p), 0);
+      first += counters[e];
+    }
+    *n_tiles = nt;
+  }
+  __syncthreads();
+  for (int64_t s = threadIdx.x; s < pairs; s += blockDim.x) {
+    const int32_t e = expert_of(s);
+    if (e >= 0 && e < n_expert) order[atomicAdd(&next[e], 1)] = static_cast<int32_t>(s);
+  }
+}
+
 }  // namespace
 
 void k_top_k(KernelContext& kc, Tensor& dst) {
@@ -113,9 +177,10 @@ bool s_mul_mat_id(const Tensor& dst) {
 }
 
 size_t w_mul_mat_id(const KernelContext&, const Tensor& dst) {
-  const Tensor &as = *dst.src[0], &b = *dst.src[2];
+  const Tensor &as = *dst.src[0], &ids = *dst.src[1], &b = *dst.src[2];
   if (is_float(as.type)) return 0;
-  return q8_plane_bytes(b.ne[1] * b.ne[2], as.ne[0]);
+  const size_t planes = q8_plane_bytes(b.ne[1] * b.ne[2], as.ne[0]);
+  return grouped(dst) ? planes + plan_layout(as, ids).bytes() : planes;
 }
 
 void k_mul_mat_id(KernelContext& kc, Tensor& dst) {
@@ -139,12 +204,29 @@ void k_mul_mat_id(KernelContext& kc, Tensor& dst) {
   // The activations once as q8_1 planes (qs [rows][K] int8, ds [rows][K/32] float2), rows = the
   // n_act rows of every token, as the decode mul_mat quantizes them.
   const int64_t rows = b.ne[1] * b.ne[2];
-  const size_t qbytes = align256(static_cast<size_t>(rows * K));
-  char* s = static_cast<char*>(kc.scratch_bytes(q8_plane_bytes(rows, K)));
+  const size_t qbytes = align256(static_cast<size_t>(rows * K)), planes = q8_plane_bytes(rows, K);
+  const bool by_expert = grouped(dst);
+  const PlanLayout plan = plan_layout(as, ids);
+  char* s = static_cast<char*>(kc.scratch_bytes(by_expert ? planes + plan.bytes() : planes));
   auto* qs = reinterpret_cast<int8_t*>(s);
   auto* ds = reinterpret_cast<float2*>(s + qbytes);
   quantize_q8_1(kc, td(b), b.type, qs, ds);
-  mmvq_id(kc, as, ids, qs, ds, b.ne[1], out);
+  if (!by_expert) return mmvq_id(kc, as, ids, qs, ds, b.ne[1], out);
+  char* p = s + planes;
+  MmqGroups grp;
+  auto* n_tiles = reinterpret_cast<int32_t*>(p);
+  auto* tiles = reinterpret_cast<int4*>(p + 16);
+  auto* order = reinterpret_cast<int32_t*>(p + 16 + 16 * plan.max_tiles);
+  grp.n_tiles = n_tiles;
+  grp.tiles = tiles;
+  grp.order = order;
+  grp.max_tiles = plan.max_tiles;
+  grp.k = static_cast<int>(ids.ne[0]);
+  grp.n_act = b.ne[1];
+  const size_t smem = 2 * sizeof(int) * static_cast<size_t>(as.ne[2]);
+  moe_plan_kernel<<<1, kPlanThreads, smem, kc.stream>>>(td(ids), as.ne[2], M, n_tiles, tiles, order, out, kc.sink());
+  kc.check_launch("moe_plan_kernel");
+  mmq_grouped(kc, as, grp, qs, ds, out);
 }
 
 }  // namespace minfer::cuda

@@ -124,6 +124,22 @@ void mmvq_id(KernelContext& kc, const Tensor& as, const Tensor& ids, const int8_
 bool mmq_supported(DType type);
 void mmq(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2, int64_t B3,
          float* dst, const float* residual, float* part);
+/// MUL_MAT_ID's prefill plan, written on the device by k_moe.cu's plan kernel: the (token, slot)
+/// pairs s = j + k t grouped by expert and cut into tiles of at most kGroupTile pairs of one expert.
+struct MmqGroups {
+  const int32_t* n_tiles = nullptr;  ///< one value: the tiles in use (<= max_tiles)
+  const int4* tiles = nullptr;       ///< max_tiles of (expert, first index into order, pairs, unused)
+  const int32_t* order = nullptr;    ///< every valid pair once, those of one expert together
+  int64_t max_tiles = 0;             ///< the grid's bound: ceil(pairs / kGroupTile) + min(experts, pairs)
+  int k = 1;                         ///< slots per token (ids.ne[0])
+  int64_t n_act = 1;                 ///< activation rows per token (b.ne[1]); pair s reads row j % n_act + n_act t
+};
+constexpr int kGroupTile = 64;
+/// dst[s M + m] = dot(row m of the expert of pair s, its q8_1 activation row) for every pair of
+/// the plan, on the tensor cores: each tile's expert rows are read once for up to kGroupTile pairs.
+/// A pair's bits are those of mmq() for its row (independent of the tile it shares), not MMVQ's.
+void mmq_grouped(KernelContext& kc, const Tensor& as, const MmqGroups& grp, const int8_t* qs, const float2* ds,
+                 float* dst);
 /// Scratch bytes of the partial sums of mmq() over `batches` (B2 * B3) batches of N rows: 0 when
 /// the weight's K is not split (or it has no MMQ kernel).
 size_t mmq_scratch(const KernelContext& kc, const Tensor& a, int64_t N, int64_t batches);
