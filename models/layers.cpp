@@ -16,7 +16,7 @@ std::string blk_name(int il, std::string_view name, std::string_view kind) {
 
 Tensor* residual_add(Context& ctx, Tensor* x, Tensor* h) { return ops::add(ctx, x, h); }
 
-RmsNorm RmsNorm::load(Weights& W, std::string_view name, float eps) { return {W.get(name), eps}; }
+RmsNorm RmsNorm::load(Weights& W, std::string_view name, int64_t n, float eps) { return {W.get(name, {n}), eps}; }
 
 Tensor* RmsNorm::forward(Context& ctx, Tensor* x) const { return ops::rms_norm(ctx, x, eps, weight); }
 
@@ -33,26 +33,30 @@ AttentionParams AttentionParams::from(const HParams& h) {
   return p;
 }
 
-Attention Attention::load(Weights& W, int il, const AttentionSpec& spec, Tensor* rope_freqs) {
+Attention Attention::load(Weights& W, int il, const HParams& h, const AttentionSpec& spec, Tensor* rope_freqs) {
+  const int64_t n_embd = h.n_embd, nq = int64_t{h.n_head} * h.head_dim, nk = int64_t{h.n_head_kv} * h.head_dim,
+                nv = int64_t{h.n_head_kv} * h.head_dim_v;
   Attention a;
   // One tensor for wq|wk|wv when the dtypes allow it: forward() then runs one matmul.
   // Tensor parallelism: a rank's heads are its rows of q/k/v (column-parallel) and its columns
   // of attn_output (row-parallel, partial sums for the all-reduce).
-  auto qkv = W.get_concat_rows({blk_name(il, "attn_q"), blk_name(il, "attn_k"), blk_name(il, "attn_v")}, Split::ROWS);
+  auto qkv = W.get_concat_rows(
+      {{blk_name(il, "attn_q"), {n_embd, nq}}, {blk_name(il, "attn_k"), {n_embd, nk}}, {blk_name(il, "attn_v"), {n_embd, nv}}},
+      Split::ROWS);
   a.wq = qkv[0];
   a.wk = qkv[1];
   a.wv = qkv[2];
   if (spec.qkv_bias) {
-    a.bq = W.get_split(blk_name(il, "attn_q", "bias"), Split::ROWS);
-    a.bk = W.get_split(blk_name(il, "attn_k", "bias"), Split::ROWS);
-    a.bv = W.get_split(blk_name(il, "attn_v", "bias"), Split::ROWS);
+    a.bq = W.get_split(blk_name(il, "attn_q", "bias"), Split::ROWS, {nq});
+    a.bk = W.get_split(blk_name(il, "attn_k", "bias"), Split::ROWS, {nk});
+    a.bv = W.get_split(blk_name(il, "attn_v", "bias"), Split::ROWS, {nv});
   }
   if (spec.qk_norm) {
-    a.q_norm = W.get(blk_name(il, "attn_q_norm"));
-    a.k_norm = W.get(blk_name(il, "attn_k_norm"));
+    a.q_norm = W.get(blk_name(il, "attn_q_norm"), {h.head_dim});
+    a.k_norm = W.get(blk_name(il, "attn_k_norm"), {h.head_dim});
   }
   a.rope_freqs = rope_freqs;
-  a.wo = W.get_split(blk_name(il, "attn_output"), Split::COLUMNS);
+  a.wo = W.get_split(blk_name(il, "attn_output"), Split::COLUMNS, {int64_t{h.n_head} * h.head_dim_v, n_embd});
   a.shard = W.shard();
   return a;
 }
@@ -104,9 +108,11 @@ Tensor* Attention::forward(Context& ctx, Tensor* x, const Batch& b, KvCache& kv,
   return shard.split() ? ops::all_reduce(ctx, out) : out;
 }
 
-SwiGluFfn SwiGluFfn::load(Weights& W, int il) {
-  auto gu = W.get_concat_rows({blk_name(il, "ffn_gate"), blk_name(il, "ffn_up")}, Split::ROWS);
-  return {gu[0], gu[1], W.get_split(blk_name(il, "ffn_down"), Split::COLUMNS), W.shard()};
+SwiGluFfn SwiGluFfn::load(Weights& W, int il, const HParams& h) {
+  const int64_t n_embd = h.n_embd, n_ff = h.n_ff;
+  auto gu = W.get_concat_rows({{blk_name(il, "ffn_gate"), {n_embd, n_ff}}, {blk_name(il, "ffn_up"), {n_embd, n_ff}}},
+                              Split::ROWS);
+  return {gu[0], gu[1], W.get_split(blk_name(il, "ffn_down"), Split::COLUMNS, {n_ff, n_embd}), W.shard()};
 }
 
 Tensor* SwiGluFfn::forward(Context& ctx, Tensor* x) const {
@@ -127,16 +133,10 @@ MoeFfn MoeFfn::load(Weights& W, int il, const HParams& h, bool norm_topk_prob) {
   if (h.n_expert <= 0 || h.n_ff_exp <= 0 || h.n_expert_used <= 0)
     throw std::invalid_argument(fmt::format("{}: a MoE FFN needs {}.expert_count, expert_used_count and "
                                             "expert_feed_forward_length", W.file().name(), h.arch));
-  // Expert tensors are [n_in, n_out, n_expert]; a wrong shape would only fail deep in a graph.
-  auto exps = [&](const char* name, int64_t n_in, int64_t n_out) {
-    Tensor* t = W.get(blk_name(il, name));
-    if (t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != h.n_expert || t->ne[3] != 1)
-      throw std::invalid_argument(fmt::format("{}: {} is {}, expected [{}, {}, {}]", W.file().name(),
-                                              blk_name(il, name), describe(*t), n_in, n_out, h.n_expert));
-    return t;
-  };
+  // Expert tensors are [n_in, n_out, n_expert].
+  auto exps = [&](const char* name, int64_t n_in, int64_t n_out) { return W.get(blk_name(il, name), {n_in, n_out, h.n_expert}); };
   MoeFfn f;
-  f.router = W.get(blk_name(il, "ffn_gate_inp"));
+  f.router = W.get(blk_name(il, "ffn_gate_inp"), {h.n_embd, h.n_expert});
   f.gate_exps = exps("ffn_gate_exps", h.n_embd, h.n_ff_exp);
   f.up_exps = exps("ffn_up_exps", h.n_embd, h.n_ff_exp);
   f.down_exps = exps("ffn_down_exps", h.n_ff_exp, h.n_embd);
@@ -171,16 +171,16 @@ Tensor* MoeFfn::forward(Context& ctx, Tensor* x) const {
   return out;
 }
 
-Embedding Embedding::load(Weights& W) { return {W.get("token_embd.weight")}; }
+Embedding Embedding::load(Weights& W, const HParams& h) { return {W.get("token_embd.weight", {h.n_embd, h.n_vocab})}; }
 
 Tensor* Embedding::forward(Context& ctx, Tensor* tokens) const { return ops::get_rows(ctx, weight, tokens); }
 
-LmHead LmHead::load(Weights& W, const Embedding& tok_embd, float eps) {
-  LmHead h;
-  h.norm = RmsNorm::load(W, "output_norm.weight", eps);
-  h.output = W.find("output.weight");
-  if (!h.output) h.output = tok_embd.weight;  // tied embeddings
-  return h;
+LmHead LmHead::load(Weights& W, const HParams& h, const Embedding& tok_embd) {
+  LmHead head;
+  head.norm = RmsNorm::load(W, "output_norm.weight", h.n_embd, h.rms_eps);
+  head.output = W.find("output.weight", {h.n_embd, h.n_vocab});
+  if (!head.output) head.output = tok_embd.weight;  // tied embeddings
+  return head;
 }
 
 Tensor* LmHead::forward(Context& ctx, Tensor* x, Tensor* out_rows) const {

@@ -10,7 +10,11 @@
 // block, not a branch in an op.
 //
 // Shapes follow tensor/tensor.h: ne[0] innermost, hidden states f32 [n_embd, n_tokens].
-// Loading throws what Weights::get throws (a message naming the missing tensor and the file).
+// Loading checks every tensor's shape against the hyper-parameters (llama.cpp's
+// check_tensor_dims) and throws what Weights::get throws: a message naming the missing or
+// misshapen tensor, the expected and the found shape, and the file. The HParams the load
+// functions take are the file's (the model constructor's argument): with tensor parallelism,
+// shapes are checked on the whole tensors, before a rank's split, while hparams() are the rank's.
 #pragma once
 
 #include <string>
@@ -40,8 +44,8 @@ struct RmsNorm {
   Tensor* weight = nullptr;  ///< f32 [n]
   float eps = 1e-6f;         ///< the file's attention.layer_norm_rms_epsilon
 
-  /// weight = the tensor `name` (required).
-  static RmsNorm load(Weights& W, std::string_view name, float eps);
+  /// weight = the tensor `name` (required), f32 [n].
+  static RmsNorm load(Weights& W, std::string_view name, int64_t n, float eps);
   /// x: f32 [n, n_tokens] -> f32 [n, n_tokens].
   Tensor* forward(Context& ctx, Tensor* x) const;
 };
@@ -91,9 +95,10 @@ struct Attention {
   Shard shard;
 
   /// Loads block il's attn_q, attn_k, attn_v, attn_output, and the biases / q,k norms that
-  /// `spec` names (all required when named). rope_freqs: optional f32 [n_rot / 2] frequency
-  /// factors shared by every layer (Llama 3's rope_freqs.weight; theta_k is divided by factor k).
-  static Attention load(Weights& W, int il, const AttentionSpec& spec, Tensor* rope_freqs = nullptr);
+  /// `spec` names (all required when named), of the shapes above for the heads and head dims of
+  /// `h`. rope_freqs: optional f32 [n_rot / 2] frequency factors shared by every layer (Llama
+  /// 3's rope_freqs.weight; theta_k is divided by factor k).
+  static Attention load(Weights& W, int il, const HParams& h, const AttentionSpec& spec, Tensor* rope_freqs = nullptr);
 
   /// x: the normed hidden states f32 [n_embd, n_tokens]. Writes the batch's keys and values into
   /// layer il of `kv` at b.cells, lets each token attend to its own sequence's positions 0..pos,
@@ -121,13 +126,13 @@ struct SwiGluFfn {
   /// down its columns, and the output is summed over the ranks.
   Shard shard;
 
-  /// Loads block il's ffn_gate, ffn_up, ffn_down (the rank's parts when Weights::shard is split).
-  static SwiGluFfn load(Weights& W, int il);
+  /// Loads block il's ffn_gate, ffn_up, ffn_down of h.n_embd and h.n_ff (the rank's parts when
+  /// Weights::shard is split).
+  static SwiGluFfn load(Weights& W, int il, const HParams& h);
   /// x: f32 [n_embd, n_tokens] -> f32 [n_embd, n_tokens].
   Tensor* forward(Context& ctx, Tensor* x) const;
 };
 
-/// Token embedding (Transformers' embed_tokens): token_embd.weight [n_embd, n_vocab], any dtype.
 /// A sparse mixture-of-experts FFN (Transformers' Qwen3MoeSparseMoeBlock, llama.cpp's
 /// build_moe_ffn with softmax gating): the router picks k of n_expert SwiGLU experts per token,
 /// their outputs are summed with the softmax weights of the picked experts (renormalized to sum 1
@@ -142,7 +147,8 @@ struct MoeFfn {
   bool norm_topk_prob = true;
 
   /// Loads block il's router and expert tensors; throws std::invalid_argument when the file's
-  /// expert_count / expert_feed_forward_length are missing or a tensor has another shape.
+  /// expert_count / expert_feed_forward_length are missing, std::runtime_error (Weights::get)
+  /// when a tensor has another shape than the above.
   static MoeFfn load(Weights& W, int il, const HParams& h, bool norm_topk_prob);
   /// x: f32 [n_embd, n_tokens] -> f32 [n_embd, n_tokens].
   Tensor* forward(Context& ctx, Tensor* x) const;
@@ -157,11 +163,13 @@ struct DecoderLayer {
   Attention self_attn;
   Mlp mlp;
 
-  /// Loads block il's norms and attention (Attention::load) around an already loaded `mlp`.
-  static DecoderLayer load(Weights& W, int il, const AttentionSpec& spec, float eps, Mlp mlp,
+  /// Loads block il's norms (f32 [n_embd], epsilon h.rms_eps) and attention (Attention::load)
+  /// around an already loaded `mlp`.
+  static DecoderLayer load(Weights& W, int il, const HParams& h, const AttentionSpec& spec, Mlp mlp,
                            Tensor* rope_freqs = nullptr) {
-    return {RmsNorm::load(W, blk_name(il, "attn_norm"), eps), RmsNorm::load(W, blk_name(il, "ffn_norm"), eps),
-            Attention::load(W, il, spec, rope_freqs), std::move(mlp)};
+    return {RmsNorm::load(W, blk_name(il, "attn_norm"), h.n_embd, h.rms_eps),
+            RmsNorm::load(W, blk_name(il, "ffn_norm"), h.n_embd, h.rms_eps), Attention::load(W, il, h, spec, rope_freqs),
+            std::move(mlp)};
   }
   /// x: f32 [n_embd, n_tokens] -> f32 [n_embd, n_tokens]; Attention::forward's cache semantics.
   Tensor* forward(Context& ctx, Tensor* x, const Batch& b, KvCache& kv, int il, const AttentionParams& p) const {
@@ -170,10 +178,12 @@ struct DecoderLayer {
   }
 };
 
+/// Token embedding (Transformers' embed_tokens): token_embd.weight [n_embd, n_vocab], any dtype.
 struct Embedding {
   Tensor* weight = nullptr;
 
-  static Embedding load(Weights& W);
+  /// token_embd.weight [h.n_embd, h.n_vocab].
+  static Embedding load(Weights& W, const HParams& h);
   /// tokens: I32 [n_tokens] -> f32 [n_embd, n_tokens].
   Tensor* forward(Context& ctx, Tensor* tokens) const;
 };
@@ -185,8 +195,9 @@ struct LmHead {
   RmsNorm norm;            ///< output_norm
   Tensor* output = nullptr;  ///< output.weight, or the token embedding when tied: [n_embd, n_vocab]
 
-  /// output_norm.weight (required) and output.weight, or `tok_embd` when the file has none.
-  static LmHead load(Weights& W, const Embedding& tok_embd, float eps);
+  /// output_norm.weight (required, f32 [n_embd], epsilon h.rms_eps) and output.weight
+  /// [n_embd, n_vocab], or `tok_embd` when the file has none.
+  static LmHead load(Weights& W, const HParams& h, const Embedding& tok_embd);
   /// x: f32 [n_embd, n_tokens]; out_rows: I32 [n_out] rows of x -> logits f32 [n_vocab, n_out].
   Tensor* forward(Context& ctx, Tensor* x, Tensor* out_rows) const;
 };

@@ -41,7 +41,15 @@ std::unique_ptr<Model> load(std::shared_ptr<const gguf::File> file, Backend& bac
     for (const auto& a : architectures()) list += (list.empty() ? "" : ", ") + a;
     throw std::runtime_error(fmt::format("{}: unsupported architecture '{}' (supported: {})", file->name(), arch, list));
   }
-  return it->second(std::move(file), backend, shard);
+  auto model = it->second(std::move(file), backend, shard);
+  // A tensor no block loaded would be silently dropped from the computation.
+  if (const auto unused = model->weights().unused(); !unused.empty()) {
+    std::string list;
+    for (size_t i = 0; i < unused.size() && i < 4; ++i) list += (i ? ", '" : "'") + unused[i] + "'";
+    throw std::runtime_error(fmt::format("{}: {} tensor(s) that the {} model does not use: {}{}", model->weights().file().name(),
+                                         unused.size(), arch, list, unused.size() > 4 ? ", ..." : ""));
+  }
+  return model;
 }
 
 }  // namespace minfer::models

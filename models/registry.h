@@ -20,8 +20,10 @@ using Factory = std::unique_ptr<Model> (*)(std::shared_ptr<const gguf::File> fil
 /// architecture; a split `shard` loads rank shard.rank's part of a tensor-parallel model (its
 /// q/k/v and gate/up rows, attention-output and down columns; docs/tensor-parallel.md). Throws
 /// std::runtime_error naming the architecture and the supported ones when there is none, and what
-/// loading throws (missing tensors, bad hyper-parameters, a shape the shard count does not divide,
-/// OutOfMemoryError).
+/// loading throws (missing tensors, a tensor whose shape is not the one the hyper-parameters give
+/// it, bad hyper-parameters, a shape the shard count does not divide, OutOfMemoryError); throws
+/// std::runtime_error naming them when the file has tensors the model does not use (as llama.cpp
+/// refuses them: the definition does not understand the file).
 std::unique_ptr<Model> load(std::shared_ptr<const gguf::File> file, Backend& backend, Shard shard = {});
 
 /// Registered architecture names, sorted.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -22,13 +23,34 @@ Weights::Weights(std::shared_ptr<const gguf::File> file, Backend& backend, Shard
 
 Weights::~Weights() = default;
 
-Tensor* Weights::load(std::string_view name, bool required) {
+namespace {
+
+// Throws when the file's tensor `i` is not of the shape the hyper-parameters give it: a wrong
+// shape would otherwise load and broadcast into wrong output, or fail only at the first forward
+// with an op-level message.
+void check_shape(const gguf::File& f, const gguf::TensorInfo& i, const Weights::Shape& expected) {
+  constexpr auto kDims = static_cast<size_t>(gguf::kMaxDims);
+  bool ok = expected.size() <= kDims;
+  for (size_t d = 0; ok && d < kDims; ++d) ok = i.ne[d] == (d < expected.size() ? expected[d] : 1);
+  if (ok) return;
+  // Both at the longer of the two lengths, so that a differing trailing 1 shows.
+  const size_t n = std::min(std::max(expected.size(), static_cast<size_t>(i.n_dims)), kDims);
+  Weights::Shape want = expected;
+  if (want.size() < n) want.resize(n, 1);
+  throw std::runtime_error(fmt::format("{}: tensor '{}' has shape [{}], but the hyper-parameters give it [{}]", f.name(),
+                                       i.name, fmt::join(i.ne, i.ne + n, ", "), fmt::join(want, ", ")));
+}
+
+}  // namespace
+
+Tensor* Weights::load(std::string_view name, bool required, const Shape& expected) {
   if (auto it = by_name_.find(std::string(name)); it != by_name_.end()) return it->second;
   const gguf::TensorInfo* info = file_->find_tensor(name);
   if (!info) {
     if (!required) return nullptr;
     throw std::runtime_error(fmt::format("{}: the model needs tensor '{}', which the file does not have", file_->name(), name));
   }
+  check_shape(*file_, *info, expected);
   Tensor* t = ctx_.new_tensor(info->type, {info->ne[0], info->ne[1], info->ne[2], info->ne[3]}, info->name);
   t->flags |= kTensorWeight;
   if (mapping_) {
@@ -43,9 +65,10 @@ Tensor* Weights::load(std::string_view name, bool required) {
   return t;
 }
 
-const gguf::TensorInfo& Weights::info(std::string_view name) const {
+const gguf::TensorInfo& Weights::info(std::string_view name, const Shape& expected) const {
   const gguf::TensorInfo* i = file_->find_tensor(name);
   if (!i) throw std::runtime_error(fmt::format("{}: the model needs tensor '{}', which the file does not have", file_->name(), name));
+  check_shape(*file_, *i, expected);  // the whole tensor, before part_shape splits it
   return *i;
 }
 
@@ -87,10 +110,10 @@ void Weights::upload_part(Tensor& dst, size_t offset, const gguf::TensorInfo& i,
   backend_.set_tensor(dst, out.data(), offset, out.size());
 }
 
-Tensor* Weights::get_split(std::string_view name, Split split) {
-  if (!shard_.split() || split == Split::NONE) return get(name);
+Tensor* Weights::get_split(std::string_view name, Split split, const Shape& expected) {
+  if (!shard_.split() || split == Split::NONE) return get(name, expected);
   if (auto it = by_name_.find(std::string(name)); it != by_name_.end()) return it->second;
-  const gguf::TensorInfo& i = info(name);
+  const gguf::TensorInfo& i = info(name, expected);
   Tensor* t = ctx_.new_tensor(i.type, part_shape(i, split), i.name);
   t->flags |= kTensorWeight;
   buffers_.push_back(backend_.alloc_buffer(t->nbytes()));
@@ -101,22 +124,29 @@ Tensor* Weights::get_split(std::string_view name, Split split) {
   return t;
 }
 
-Tensor* Weights::get(std::string_view name) { return load(name, true); }
-Tensor* Weights::find(std::string_view name) { return load(name, false); }
+Tensor* Weights::get(std::string_view name, const Shape& expected) { return load(name, true, expected); }
+Tensor* Weights::find(std::string_view name, const Shape& expected) { return load(name, false, expected); }
 
-std::vector<Tensor*> Weights::get_concat_rows(std::initializer_list<std::string_view> names, Split split) {
+std::vector<std::string> Weights::unused() const {
+  std::vector<std::string> r;
+  for (const gguf::TensorInfo& i : file_->tensors())
+    if (!by_name_.contains(i.name)) r.push_back(i.name);
+  return r;
+}
+
+std::vector<Tensor*> Weights::get_concat_rows(std::initializer_list<Part> parts, Split split) {
   if (split == Split::COLUMNS) throw std::logic_error("get_concat_rows: only rows (Split::ROWS) can be concatenated");
   std::vector<const gguf::TensorInfo*> infos;
   bool same = true;
-  for (std::string_view n : names) {
-    const gguf::TensorInfo* i = &info(n);
+  for (const Part& p : parts) {
+    const gguf::TensorInfo* i = &info(p.name, p.expected);
     if (!infos.empty() && (i->type != infos[0]->type || i->ne[0] != infos[0]->ne[0])) same = false;
     if (i->ne[2] != 1 || i->ne[3] != 1) same = false;
     infos.push_back(i);
   }
   std::vector<Tensor*> out;
   if (!same) {
-    for (std::string_view n : names) out.push_back(get_split(n, split));
+    for (const Part& p : parts) out.push_back(get_split(p.name, split, p.expected));
     return out;
   }
   int64_t rows = 0;

@@ -51,23 +51,39 @@ class Weights {
   Weights(const Weights&) = delete;
   Weights& operator=(const Weights&) = delete;
 
+  /// The shape a model expects a tensor to have in the file, from its hyper-parameters: GGUF's
+  /// element counts ne[0], ne[1], ... (whatever the dtype, quantized too) of the whole tensor,
+  /// before any rank's split; dims past the list are 1 (llama.cpp's check_tensor_dims).
+  using Shape = std::vector<int64_t>;
+
   /// The tensor `name` (GGUF name, e.g. "blk.3.attn_q.weight"), loaded on first request.
-  /// Throws std::runtime_error naming the tensor and the file when it is absent.
-  Tensor* get(std::string_view name);
-  /// Like get(), or nullptr when the file has no such tensor.
-  Tensor* find(std::string_view name);
+  /// Throws std::runtime_error naming the tensor and the file when it is absent, or when its
+  /// shape is not `expected` (the message names the tensor, the expected and the found shape).
+  Tensor* get(std::string_view name, const Shape& expected);
+  /// Like get(), or nullptr when the file has no such tensor (a present one is still checked).
+  Tensor* find(std::string_view name, const Shape& expected);
 
   /// This rank's part of tensor `name` (get() when the shard is not split or `split` is NONE).
-  /// Throws std::runtime_error when the tensor is absent, std::invalid_argument when the split
-  /// dimension is not a multiple of the shard count or (COLUMNS) a rank's part would cut a
-  /// quantization block, naming the tensor.
-  Tensor* get_split(std::string_view name, Split split);
+  /// Throws std::runtime_error when the tensor is absent or not of shape `expected` (checked on
+  /// the whole tensor, first), std::invalid_argument when the split dimension is not a multiple
+  /// of the shard count or (COLUMNS) a rank's part would cut a quantization block, naming the
+  /// tensor.
+  Tensor* get_split(std::string_view name, Split split, const Shape& expected);
 
-  /// Loads `names` (2-D, same dtype and row length) into one tensor of concatenated rows and
-  /// returns one view per name, in order; with `split` ROWS, each name's rows of this rank. When
+  /// A tensor get_concat_rows() loads: its name and expected shape, as for get().
+  struct Part {
+    std::string_view name;
+    Shape expected;
+  };
+  /// Loads `parts` (2-D, same dtype and row length) into one tensor of concatenated rows and
+  /// returns one view per part, in order; with `split` ROWS, each part's rows of this rank. When
   /// the dtypes or row lengths differ, returns the separately loaded tensors instead (the fused
-  /// op then runs separate matmuls).
-  std::vector<Tensor*> get_concat_rows(std::initializer_list<std::string_view> names, Split split = Split::NONE);
+  /// op then runs separate matmuls). Shapes are checked as by get_split().
+  std::vector<Tensor*> get_concat_rows(std::initializer_list<Part> parts, Split split = Split::NONE);
+
+  /// The file's tensors that no get / find / get_split / get_concat_rows has loaded, in file
+  /// order (a model that leaves some unused does not understand the file: llama.cpp refuses it).
+  std::vector<std::string> unused() const;
 
   const Shard& shard() const { return shard_; }
 
@@ -77,8 +93,9 @@ class Weights {
   const gguf::File& file() const { return *file_; }
 
  private:
-  Tensor* load(std::string_view name, bool required);
-  const gguf::TensorInfo& info(std::string_view name) const;
+  Tensor* load(std::string_view name, bool required, const Shape& expected);
+  // The file's tensor `name`, its shape checked against `expected`; throws when absent.
+  const gguf::TensorInfo& info(std::string_view name, const Shape& expected) const;
   // The shape of this rank's part of `i` (the whole tensor when not split), checked.
   std::array<int64_t, 4> part_shape(const gguf::TensorInfo& i, Split split) const;
   // Writes this rank's part of `i` into `dst` at byte `offset`: straight from the file when the

@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
     int n_ubatch = 512;
     bool pps = false;
     examples::add_model_flags(app, margs);
-    app.add_option("--ub,--ubatch-size", n_ubatch, "tokens per forward pass (-ub)")->check(CLI::PositiveNumber);
+    app.add_option("--ub,--ubatch-size", n_ubatch, "tokens per forward pass (-ub)")->check(examples::at_least(1));
     app.add_option("--npp", npp, "prompt lengths, comma-separated (-npp)");
     app.add_option("--ntg", ntg, "generated tokens per sequence, comma-separated (-ntg)");
     app.add_option("--npl", npl, "parallel sequences B, comma-separated (-npl)");

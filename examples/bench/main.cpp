@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
     app.add_option("-n,--n-gen", n_list, "decode lengths, comma-separated (0: none)");
     app.add_option("-v,--n-verify", v_list, "verify batch sizes, comma-separated (default: none)");
     app.add_option("-d,--n-depth", d_list, "KV depths the tests start from, comma-separated");
-    app.add_option("-r,--repetitions", reps, "timed repetitions after one warm-up")->check(CLI::PositiveNumber);
+    app.add_option("-r,--repetitions", reps, "timed repetitions after one warm-up")->check(examples::at_least(1));
     app.add_option("-o,--output", output, "md or json")->check(CLI::IsMember({"md", "json"}));
     examples::LlamaArgs av(argc, argv);
     MINFER_PARSE(app, av.argc(), av.argv());

@@ -53,7 +53,8 @@ int main(int argc, char** argv) {
     examples::add_sampling_flags(app, sp);
     examples::add_chat_template_flag(app, chat_template);
     app.add_option("--system", system, "system message");
-    app.add_option("-n,--n-predict", n_predict, "max tokens per reply")->check(CLI::PositiveNumber);
+    app.add_option("-n,--n-predict", n_predict, "max tokens per reply (-1: until the context ends, as llama-cli)")
+        ->check(examples::at_least(1, -1, "until the context ends"));
     app.add_flag("--no-think", no_think, "enable_thinking = false (Qwen3: an empty think block)");
     app.add_flag("-e,--escape", escape, "process \\n \\t \\\\ \\\" \\' \\xNN in --system (default on)");
     app.add_flag("--no-escape", no_escape, "take --system as typed");
@@ -106,9 +107,9 @@ int main(int argc, char** argv) {
         continue;
       }
       // Context shift: drop the oldest turns after the system message until the conversation and
-      // room for a reply fit.
+      // room for a reply fit (-n -1, a reply until the context ends: half of it).
       const auto n_ctx = static_cast<size_t>(session.n_ctx());
-      const size_t reserve = std::min<size_t>(static_cast<size_t>(n_predict), n_ctx / 2);
+      const size_t reserve = n_predict < 0 ? n_ctx / 2 : std::min<size_t>(static_cast<size_t>(n_predict), n_ctx / 2);
       size_t dropped = 0;
       while (ids.size() + reserve > n_ctx && msgs.size() > keep + 1) {
         // One exchange at a time: the oldest message and the replies that follow it.
@@ -133,7 +134,7 @@ int main(int argc, char** argv) {
       cached.resize(p);
       std::vector<int32_t> fresh(ids.begin() + static_cast<std::ptrdiff_t>(p), ids.end());
       GenerateParams gp;
-      gp.n_predict = n_predict;
+      gp.n_predict = n_predict;  // -1: until end of generation or the context is full
       gp.cancel = &g_cancel;
       g_cancel = false;
       g_generating = true;

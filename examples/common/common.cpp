@@ -19,14 +19,14 @@ void add_model_flags(CLI::App& app, ModelArgs& a) {
   app.add_option("-m,--model", a.model, "GGUF model file (default: the small model shipped in the repo)");
   app.option_defaults()->always_capture_default();
   app.add_option("-c,--ctx-size", a.n_ctx, "context size in tokens (0: the model's, capped by memory)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("-b,--batch-size", a.n_batch, "max tokens per forward pass")->check(CLI::PositiveNumber);
-  app.add_option("-t,--threads", a.threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
+  app.add_option("-b,--batch-size", a.n_batch, "max tokens per forward pass")->check(at_least(1));
+  app.add_option("-t,--threads", a.threads, "CPU threads (0: all)")->check(at_least(0));
   app.add_option("--device", a.device, "cpu, cuda, cuda:N or auto (cuda when a GPU is present)");
   app.add_option("--n-gpu-layers,--gpu-layers", a.n_gpu_layers,
                  "-ngl N, llama.cpp's layer offload: 0 runs on the CPU, any other value puts every layer on the GPU "
                  "(same as --device auto); minfer does not split a model between CPU and GPU")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   app.add_option("--cache-type", a.kv_type, "KV cache dtype: f16, f32 or q8_0")
       ->check(CLI::IsMember({"f16", "f32", "q8_0"}));
   app.add_option("--block-size", a.block_size, "KV cache cells per block (a power of two)")

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/flag_checks.h"
 #include "gguf/gguf.h"
 #include "runtime/model.h"
 #include "runtime/sampler.h"

@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include "common/flag_checks.h"
+
 namespace minfer::examples {
 
 void add_rope_flags(CLI::App& app, RopeOverrides& o) {
@@ -14,23 +16,23 @@ void add_rope_flags(CLI::App& app, RopeOverrides& o) {
       ->type_name("{none,linear,yarn}")
       ->group(g);
   auto* scale = app.add_option("--rope-scale", o.scale, "RoPE context scaling factor (freq-scale = 1/N)")
-                    ->check(CLI::PositiveNumber)
+                    ->check(above(0))
                     ->group(g);
-  app.add_option("--rope-freq-base", o.freq_base, "RoPE base frequency")->check(CLI::PositiveNumber)->group(g);
+  app.add_option("--rope-freq-base", o.freq_base, "RoPE base frequency")->check(above(0))->group(g);
   app.add_option("--rope-freq-scale", o.freq_scale, "RoPE frequency scaling factor (1/N extends the context N times)")
-      ->check(CLI::PositiveNumber)
+      ->check(above(0))
       ->excludes(scale)
       ->group(g);
   app.add_option("--yarn-orig-ctx", o.yarn_orig_ctx, "YaRN: original context size of the model")
-      ->check(CLI::PositiveNumber)
+      ->check(above(0))
       ->group(g);
   app.add_option("--yarn-ext-factor", o.yarn_ext_factor, "YaRN: extrapolation mix factor (0: off, -1: 1 for yarn)")
       ->group(g);
   app.add_option("--yarn-attn-factor", o.yarn_attn_factor,
                  "YaRN: attention magnitude (<= 0: 0.1 ln(factor) + 1)")
       ->group(g);
-  app.add_option("--yarn-beta-slow", o.yarn_beta_slow, "YaRN: high correction dim or alpha")->check(CLI::PositiveNumber)->group(g);
-  app.add_option("--yarn-beta-fast", o.yarn_beta_fast, "YaRN: low correction dim or beta")->check(CLI::PositiveNumber)->group(g);
+  app.add_option("--yarn-beta-slow", o.yarn_beta_slow, "YaRN: high correction dim or alpha")->check(above(0))->group(g);
+  app.add_option("--yarn-beta-fast", o.yarn_beta_fast, "YaRN: low correction dim or beta")->check(above(0))->group(g);
 }
 
 }  // namespace minfer::examples

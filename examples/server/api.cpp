@@ -79,30 +79,56 @@ void check_prompt(const std::vector<int32_t>& ids, const ApiLimits& lim) {
                                  ids.size(), lim.n_ctx_seq));
 }
 
-std::vector<int32_t> token_prompt(const json& arr, const ApiLimits& lim) {
-  std::vector<int32_t> ids;
-  ids.reserve(arr.size());
-  for (const json& t : arr) {
-    if (!is_integer(t)) throw BadRequest(fmt::format("a token-id prompt must hold only integers, got {}", shown(t)));
-    const int64_t id = t.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(t.get<uint64_t>(), INT64_MAX)) : t.get<int64_t>();
-    if (id < 0 || id >= lim.n_vocab) throw BadRequest(fmt::format("token id {} is outside the vocabulary [0, {})", id, lim.n_vocab));
-    ids.push_back(static_cast<int32_t>(id));
-  }
-  return ids;
+// "an integer", "a float", ...: what a refused element is, next to its value.
+std::string kind(const json& v) {
+  if (is_integer(v)) return "an integer";
+  if (v.is_number()) return "a float";
+  if (v.is_string()) return "a string";
+  if (v.is_array()) return "an array";
+  if (v.is_object()) return "an object";
+  if (v.is_boolean()) return "a boolean";
+  return "null";
 }
 
 std::vector<int32_t> text_prompt(const std::string& text, bool parse_special, const tokenizer::Tokenizer& tok,
-                                 const ApiLimits& lim) {
+                                 const ApiLimits& lim, bool bos = true) {
   check_text_fits(text.size(), lim);
   try {
-    return tok.with_bos(tok.encode(text, parse_special));
+    const auto ids = tok.encode(text, parse_special);
+    return bos ? tok.with_bos(ids) : ids;
   } catch (const std::invalid_argument& e) {
     throw BadRequest(fmt::format("the prompt cannot be tokenized: {}", e.what()));
   }
 }
 
-// The completion prompt shapes: a string, an array of strings (one prompt each), an array of
-// token ids, an array of token-id arrays (one prompt each); strings and id arrays may mix.
+// One prompt from an array of token ids and strings, concatenated in order (llama-server's mixed
+// form, [12, 34, "text", 56]); the strings are tokenized, with BOS only when the first element
+// is one (as llama-server's tokenize_mixed). `where` names the array in messages ("'prompt'").
+std::vector<int32_t> mixed_prompt(const json& arr, const std::string& where, bool parse_special,
+                                  const tokenizer::Tokenizer& tok, const ApiLimits& lim) {
+  std::vector<int32_t> ids;
+  ids.reserve(arr.size());
+  for (size_t i = 0; i < arr.size(); ++i) {
+    const json& t = arr[i];
+    if (t.is_string()) {
+      const auto part = text_prompt(t.get<std::string>(), parse_special, tok, lim, /*bos=*/i == 0);
+      ids.insert(ids.end(), part.begin(), part.end());
+      continue;
+    }
+    if (!is_integer(t))
+      throw BadRequest(fmt::format("{}[{}] must be a token id (an integer) or a string, got {} ({})", where, i, shown(t), kind(t)));
+    const int64_t id = t.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(t.get<uint64_t>(), INT64_MAX)) : t.get<int64_t>();
+    if (id < 0 || id >= lim.n_vocab)
+      throw BadRequest(fmt::format("{}[{}]: token id {} is outside the vocabulary [0, {})", where, i, id, lim.n_vocab));
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  return ids;
+}
+
+// The completion prompt shapes, as llama-server's tokenize_input_prompts reads them: a string;
+// an array holding a number: one prompt of token ids, optionally mixed with strings
+// ([12, 34, "text"]); any other array: one prompt per element, each a string or an array of
+// token ids (mixed or not).
 std::vector<std::vector<int32_t>> completion_prompts(const json& body, const tokenizer::Tokenizer& tok, const ApiLimits& lim) {
   const json* p = get(body, "prompt");
   if (!p) throw BadRequest("'prompt' is required: a string, an array of strings, token ids or arrays of token ids");
@@ -112,17 +138,19 @@ std::vector<std::vector<int32_t>> completion_prompts(const json& body, const tok
     out.push_back(text_prompt(p->get<std::string>(), parse_special, tok, lim));
   } else if (p->is_array()) {
     if (p->empty()) throw BadRequest("'prompt' is an empty array");
-    if (std::all_of(p->begin(), p->end(), is_integer)) {
-      out.push_back(token_prompt(*p, lim));
+    if (std::any_of(p->begin(), p->end(), [](const json& e) { return e.is_number(); })) {
+      out.push_back(mixed_prompt(*p, "'prompt'", parse_special, tok, lim));
     } else {
       if (static_cast<int64_t>(p->size()) > lim.max_outputs)
         throw BadRequest(fmt::format("'prompt' holds {} prompts; the server takes at most {} completions per request",
                                      p->size(), lim.max_outputs));
-      for (const json& e : *p) {
+      for (size_t i = 0; i < p->size(); ++i) {
+        const json& e = (*p)[i];
         if (e.is_string()) out.push_back(text_prompt(e.get<std::string>(), parse_special, tok, lim));
-        else if (e.is_array()) out.push_back(token_prompt(e, lim));
+        else if (e.is_array()) out.push_back(mixed_prompt(e, fmt::format("'prompt'[{}]", i), parse_special, tok, lim));
         else
-          throw BadRequest(fmt::format("'prompt' arrays hold strings or arrays of token ids (or are token ids), got {}", shown(e)));
+          throw BadRequest(fmt::format("'prompt'[{}] must be a string or an array of token ids (and strings), got {} ({})", i,
+                                       shown(e), kind(e)));
       }
     }
   } else {
@@ -172,21 +200,49 @@ std::vector<int32_t> chat_prompt(const json& body, const tokenizer::Tokenizer& t
   const json* msgs = get(body, "messages");
   if (!msgs || !msgs->is_array() || msgs->empty()) throw BadRequest("'messages' must be a non-empty array");
   static const char* const kRoles[] = {"system", "developer", "user", "assistant", "tool", "function"};
-  for (const json& m : *msgs) {
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) throw BadRequest("each message needs a string 'role'");
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const json& m = (*msgs)[i];
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+      throw BadRequest(fmt::format("messages[{}] needs a string 'role'", i));
     const std::string role = m["role"].get<std::string>();
     if (std::none_of(std::begin(kRoles), std::end(kRoles), [&](const char* r) { return role == r; }))
-      throw BadRequest(fmt::format("unknown role '{}' (system, developer, user, assistant, tool or function)", role));
+      throw BadRequest(fmt::format("messages[{}]: unknown role '{}' (system, developer, user, assistant, tool or function)", i, role));
     const bool has_calls = m.contains("tool_calls") && !m["tool_calls"].is_null();
-    if (!m.contains("content") && !has_calls) throw BadRequest("each message needs 'content' (or 'tool_calls')");
-    if (m.contains("content") && !m["content"].is_string() && !m["content"].is_array() && !m["content"].is_null())
-      throw BadRequest("'content' must be a string, an array of text parts or null");
+    // OpenAI: content is required, and may be null (or absent) only for an assistant turn (one
+    // that calls tools). Anything else would reach the template as null and fail there with a
+    // message about the template's internals.
+    const bool no_content = !m.contains("content") || m["content"].is_null();
+    if (no_content && role != "assistant")
+      throw BadRequest(fmt::format("messages[{}] ({}) needs 'content': a string or an array of text parts; only an assistant "
+                                   "message may have null or no content",
+                                   i, role));
+    if (no_content && !has_calls && !m.contains("content"))
+      throw BadRequest(fmt::format("messages[{}] (assistant) needs 'content' (or 'tool_calls')", i));
+    if (!no_content && !m["content"].is_string() && !m["content"].is_array())
+      throw BadRequest(fmt::format("messages[{}]: 'content' must be a string, an array of text parts or null, got {}", i,
+                                   shown(m["content"])));
   }
   chat::ChatInputs in;
   in.messages = examples::json_to_value(flatten_content(*msgs));  // every string is data: never a special token
+  // tool_choice: "auto" (the default) hands the tools to the template, which describes them to
+  // the model; "none" keeps them from it, so the model is not told it could call them. Forcing a
+  // call ("required", a named function) needs constrained decoding, which minfer does not have:
+  // refused rather than ignored.
+  bool use_tools = true;
+  if (const json* tc = get(body, "tool_choice")) {
+    if (tc->is_string() && (*tc == "none" || *tc == "auto")) {
+      use_tools = *tc == "auto";
+    } else if (tc->is_string() && *tc == "required") {
+      throw BadRequest("'tool_choice' \"required\" is not supported (only \"auto\" and \"none\")");
+    } else if (tc->is_object()) {
+      throw BadRequest(fmt::format("'tool_choice' naming a function ({}) is not supported (only \"auto\" and \"none\")", shown(*tc)));
+    } else {
+      throw BadRequest(fmt::format("'tool_choice' must be \"auto\" or \"none\", got {}", shown(*tc)));
+    }
+  }
   if (const json* tools = get(body, "tools")) {
     if (!tools->is_array()) throw BadRequest("'tools' must be an array");
-    in.tools = examples::json_to_value(*tools);
+    if (use_tools) in.tools = examples::json_to_value(*tools);
   }
   if (auto t = opt_bool(body, "enable_thinking")) in.enable_thinking = *t;
   if (const json* kw = get(body, "chat_template_kwargs")) {

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "common/flag_checks.h"
 #include "load.h"
 
 int main(int argc, char** argv) {
@@ -31,7 +32,7 @@ int main(int argc, char** argv) {
   app.add_flag("--stop-at-eos", eos, "let requests stop at end-of-generation tokens (default: ignore_eos)");
   app.add_flag("--chat", p.chat, "chat completions with text prompts (lengths approximate)");
   app.add_option("--seed", p.seed, "random seed (0: random)");
-  app.add_option("--timeout", p.timeout_s, "client read timeout in seconds")->check(CLI::PositiveNumber);
+  app.add_option("--timeout", p.timeout_s, "client read timeout in seconds")->check(minfer::examples::above(0));
   app.add_option("--rss-slack-mb", p.rss_slack_mb, "allowed RSS growth between the first and the last round");
   CLI11_PARSE(app, argc, argv);
   if (prompt_tokens > 0) p.prompt_min = p.prompt_max = prompt_tokens;

@@ -32,12 +32,12 @@ int main(int argc, char** argv) {
     app.add_option("--timeout", sp.engine.timeout_s,
                    "seconds a request may take from its arrival (its generation ends there, finish_reason \"length\") and the "
                    "HTTP read/write timeout, as llama-server's; 0: none")
-        ->check(CLI::NonNegativeNumber);
+        ->check(examples::at_least(0));
     bool no_cache = false;
     app.add_flag("--no-cache-prompt", no_cache, "turn the prefix cache off (on by default, as llama-server's cache_prompt)");
     app.add_option("--api-key", sp.api_key, "require 'Authorization: Bearer KEY' on every endpoint but /health");
-    app.add_option("--max-body", sp.max_body, "largest request body in bytes (larger: 413, unread)")->check(CLI::PositiveNumber);
-    app.add_option("--threads-http", sp.threads_http, "HTTP threads (0: parallel + queue + 8)")->check(CLI::NonNegativeNumber);
+    app.add_option("--max-body", sp.max_body, "largest request body in bytes (larger: 413, unread)")->check(examples::at_least(1));
+    app.add_option("--threads-http", sp.threads_http, "HTTP threads (0: parallel + queue + 8)")->check(examples::at_least(0));
     bool no_log = false;
     app.add_flag("--no-access-log", no_log, "no per-request log line on stderr");
     app.add_option("-n,--n-predict", sp.n_predict, "max_tokens when a request gives none (-1: until the context ends)")

@@ -14,6 +14,7 @@
 #include <optional>
 #include <thread>
 
+#include "chat/tokenize_chat.h"
 #include "conn.h"
 #include "pool.h"
 
@@ -85,6 +86,18 @@ bool valid_utf8(const std::string& s) {
   return true;
 }
 
+// The smallest request a sequence must hold: a one-word user message in the chat template and
+// one generated token (2, one prompt token and one generated, when the template cannot render it).
+int32_t min_request_tokens(const chat::ChatTemplate& tpl, const tokenizer::Tokenizer& tok) {
+  try {
+    chat::ChatInputs in;
+    in.messages = chat::messages_value({{"user", "hi"}});
+    return static_cast<int32_t>(chat::tokenize_chat(tok, tpl.render(in)).size()) + 1;
+  } catch (const std::exception&) {
+    return 2;
+  }
+}
+
 }  // namespace
 
 // One streamed response: what was sent so far.
@@ -106,6 +119,14 @@ Server::Server(examples::Loaded& model, const RunnerParams& rp, const ServerPara
     if (params_.model_name.empty()) params_.model_name = std::filesystem::path(m_.file->name()).stem().string();
   }
   engine_ = std::make_unique<Engine>(*m_.model, *m_.backend, *m_.tok, rp, params_.engine);
+  // A server whose sequences cannot hold a short chat would answer every request with 400
+  // (-np 4 -c 1: one token per sequence): refuse to start instead.
+  if (const int32_t need = min_request_tokens(template_, *m_.tok); engine_->n_ctx_seq() < need)
+    throw std::invalid_argument(fmt::format("a sequence holds {} token{} (-c is the KV pool of all -np {} slots, at most the "
+                                            "model's context per sequence), but the smallest request needs {} (a one-word "
+                                            "chat message and one generated token): raise -c to at least {}",
+                                            engine_->n_ctx_seq(), engine_->n_ctx_seq() == 1 ? "" : "s", engine_->n_parallel(),
+                                            need, need));
   limits_.n_ctx_seq = engine_->n_ctx_seq();
   limits_.n_vocab = m_.tok->n_vocab();
   limits_.n_parallel = engine_->n_parallel();
@@ -247,15 +268,18 @@ bool Server::stream_step(Stream& st, httplib::DataSink& sink) {
     const std::string s = "data: " + dump(j) + "\n\n";
     return sink.write(s.data(), s.size());
   };
-  auto give_up = [&] {  // the client is gone: end the task, wait until the engine let it go
-    engine_->cancel(t);
+  // The tokens the task's choices generated, for the access log, once the engine has let it go
+  // (its results are then in).
+  auto generated_when_done = [&] {
     t.wait();
     int64_t generated = 0;
-    {
-      std::lock_guard<std::mutex> lk(t.mu);
-      for (const auto& c : t.choices) generated += static_cast<int64_t>(c.result.ids.size());
-    }
-    g_log.generated = generated;
+    std::lock_guard<std::mutex> lk(t.mu);
+    for (const auto& c : t.choices) generated += static_cast<int64_t>(c.result.ids.size());
+    return generated;
+  };
+  auto give_up = [&] {  // the client is gone: end the task, wait until the engine let it go
+    engine_->cancel(t);
+    g_log.generated = generated_when_done();
     g_log.note = " (client went away)";
     return false;
   };
@@ -309,7 +333,6 @@ bool Server::stream_step(Stream& st, httplib::DataSink& sink) {
   }
   if (cancelled) return give_up();
   if (!error.empty()) {  // the text that came before the error, then the error, then [DONE]
-    g_log.generated = 0;
     for (const Out& o : outs)
       if ((!o.text.empty() || !o.lps.empty()) &&
           !write(chunk_json(job, st.meta, o.i, o.text, o.lps, nullptr, false, *m_.tok, &st.offsets[static_cast<size_t>(o.i)])))
@@ -319,6 +342,9 @@ bool Server::stream_step(Stream& st, httplib::DataSink& sink) {
     sink.write(done.data(), done.size());
     sink.done();
     st.n_reported = n;
+    // What was generated before the error (a shutdown, a failed step): the engine ends the task
+    // within a step, and its results keep the tokens each choice produced.
+    g_log.generated = generated_when_done();
     return true;
   }
   for (Out& o : outs) {
@@ -534,17 +560,27 @@ void Server::install(httplib::Server& http) {
   };
   route("/health", "GET", health, true);
   route("/v1/health", "GET", health, true);
-  auto models = [this](const httplib::Request&, httplib::Response& res) {
+  auto model_json = [this] {
     const auto& hp = m_.model->hparams();
     json meta = {{"n_vocab", m_.tok->n_vocab()},     {"n_ctx_train", hp.n_ctx_train},  {"n_ctx", engine_->n_ctx_seq()},
                  {"n_ctx_pool", engine_->n_ctx_pool()}, {"n_parallel", engine_->n_parallel()}, {"queue", engine_->queue()}};
-    json j = {{"object", "list"},
-              {"data", json::array({{{"id", params_.model_name}, {"object", "model"}, {"created", now_s()},
-                                     {"owned_by", "minfer"}, {"meta", meta}}})}};
-    res.set_content(dump(j), "application/json");
+    return json{{"id", params_.model_name}, {"object", "model"}, {"created", now_s()}, {"owned_by", "minfer"}, {"meta", meta}};
+  };
+  auto models = [model_json](const httplib::Request&, httplib::Response& res) {
+    res.set_content(dump(json{{"object", "list"}, {"data", json::array({model_json()})}}), "application/json");
   };
   route("/v1/models", "GET", models);
   route("/models", "GET", models);
+  // OpenAI's retrieve-model: the model object, or 404 for an id the server does not serve (ids
+  // may hold slashes, "org/name": the rest of the path is the id).
+  auto model = [this, model_json](const httplib::Request& req, httplib::Response& res) {
+    const std::string id = req.matches[1];
+    if (id != params_.model_name)
+      return send_error(res, 404, fmt::format("the model '{}' does not exist (this server serves '{}')", id, params_.model_name));
+    res.set_content(dump(model_json()), "application/json");
+  };
+  route(R"(/v1/models/(.+))", "GET", model);
+  route(R"(/models/(.+))", "GET", model);
   route("/metrics", "GET", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics_text(), "text/plain; version=0.0.4");
   });

@@ -56,7 +56,8 @@ struct ServerParams {
 class Server {
  public:
   /// Loads nothing: `model` is loaded already. Creates the engine (KV pool of rp.n_ctx cells for
-  /// p.engine.n_parallel sequences). Throws what the engine or the chat template selection throws.
+  /// p.engine.n_parallel sequences). Throws what the engine or the chat template selection throws,
+  /// and std::invalid_argument when a sequence cannot hold the smallest request (min_request_tokens).
   Server(examples::Loaded& model, const RunnerParams& rp, const ServerParams& p);
 
   /// Registers the routes, the thread pool, the body limit, the timeouts and the access log on `http`.

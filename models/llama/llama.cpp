@@ -14,7 +14,9 @@ namespace {
 
 class Llama final : public Model {
  public:
-  Llama(HParams hp, std::unique_ptr<Weights> w) : Model(std::move(hp), std::move(w)) {
+  // hp: the file's hyper-parameters, which the load functions check the tensor shapes against
+  // (whole tensors; hp_ is a tensor-parallel rank's share).
+  Llama(const HParams& hp, std::unique_ptr<Weights> w) : Model(hp, std::move(w)) {
     Weights& W = *weights_;
     const gguf::File& f = W.file();
     // Transformers' mlp_bias has no place in the SwiGLU op: refuse it rather than drop it.
@@ -23,11 +25,11 @@ class Llama final : public Model {
     AttentionSpec spec;
     spec.qkv_bias = f.find_tensor("blk.0.attn_q.bias") != nullptr;  // Transformers' attention_bias
     // Llama 3.1's llama3 rope_type: the converter stores the per-frequency divisors as a tensor.
-    Tensor* rope_freqs = W.find("rope_freqs.weight");
-    embed_tokens_ = Embedding::load(W);
-    for (int il = 0; il < hp_.n_layer; ++il)
-      layers_.push_back(Layer::load(W, il, spec, hp_.rms_eps, SwiGluFfn::load(W, il), rope_freqs));
-    lm_head_ = LmHead::load(W, embed_tokens_, hp_.rms_eps);  // tied when output.weight is absent
+    Tensor* rope_freqs = W.find("rope_freqs.weight", {hp.n_rot / 2});
+    embed_tokens_ = Embedding::load(W, hp);
+    for (int il = 0; il < hp.n_layer; ++il)
+      layers_.push_back(Layer::load(W, il, hp, spec, SwiGluFfn::load(W, il, hp), rope_freqs));
+    lm_head_ = LmHead::load(W, hp, embed_tokens_);  // tied when output.weight is absent
   }
 
   Tensor* build(Context& ctx, const Batch& b, KvCache& kv) const override {
@@ -50,7 +52,7 @@ std::unique_ptr<Model> make_llama(std::shared_ptr<const gguf::File> file, Backen
   // NORMAL: the converter permuted wq / wk so that GGUF's adjacent pairs rotate as rotate_half did.
   HParams hp = HParams::from_gguf(*file, ops::RopeMode::NORMAL);
   auto w = std::make_unique<Weights>(std::move(file), backend, shard);
-  return std::make_unique<Llama>(std::move(hp), std::move(w));
+  return std::make_unique<Llama>(hp, std::move(w));
 }
 
 }  // namespace minfer::models

@@ -11,14 +11,16 @@ namespace {
 
 class Qwen2 final : public Model {
  public:
-  Qwen2(HParams hp, std::unique_ptr<Weights> w) : Model(std::move(hp), std::move(w)) {
+  // hp: the file's hyper-parameters, which the load functions check the tensor shapes against
+  // (whole tensors; hp_ is a tensor-parallel rank's share).
+  Qwen2(const HParams& hp, std::unique_ptr<Weights> w) : Model(hp, std::move(w)) {
     Weights& W = *weights_;
     AttentionSpec spec;
     spec.qkv_bias = true;  // attn_q.bias, attn_k.bias, attn_v.bias
-    embed_tokens_ = Embedding::load(W);
-    for (int il = 0; il < hp_.n_layer; ++il)
-      layers_.push_back(Layer::load(W, il, spec, hp_.rms_eps, SwiGluFfn::load(W, il)));
-    lm_head_ = LmHead::load(W, embed_tokens_, hp_.rms_eps);  // tied when output.weight is absent
+    embed_tokens_ = Embedding::load(W, hp);
+    for (int il = 0; il < hp.n_layer; ++il)
+      layers_.push_back(Layer::load(W, il, hp, spec, SwiGluFfn::load(W, il, hp)));
+    lm_head_ = LmHead::load(W, hp, embed_tokens_);  // tied when output.weight is absent
   }
 
   Tensor* build(Context& ctx, const Batch& b, KvCache& kv) const override {
@@ -40,7 +42,7 @@ class Qwen2 final : public Model {
 std::unique_ptr<Model> make_qwen2(std::shared_ptr<const gguf::File> file, Backend& backend, Shard shard) {
   HParams hp = HParams::from_gguf(*file, ops::RopeMode::NEOX);  // rotate_half, as in Transformers
   auto w = std::make_unique<Weights>(std::move(file), backend, shard);
-  return std::make_unique<Qwen2>(std::move(hp), std::move(w));
+  return std::make_unique<Qwen2>(hp, std::move(w));
 }
 
 }  // namespace minfer::models

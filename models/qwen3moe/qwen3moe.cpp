@@ -12,17 +12,19 @@ namespace {
 
 class Qwen3Moe final : public Model {
  public:
-  Qwen3Moe(HParams hp, std::unique_ptr<Weights> w) : Model(std::move(hp), std::move(w)) {
+  // hp: the file's hyper-parameters, which the load functions check the tensor shapes against
+  // (whole tensors; hp_ is a tensor-parallel rank's share).
+  Qwen3Moe(const HParams& hp, std::unique_ptr<Weights> w) : Model(hp, std::move(w)) {
     Weights& W = *weights_;
     AttentionSpec spec;
     spec.qk_norm = true;  // attn_q_norm / attn_k_norm, as Qwen3
     // The GGUF has no norm_topk_prob: llama.cpp always renormalizes for qwen3moe (every Qwen3-MoE
     // release sets it); expert_weights_norm is llama.cpp's key for models that may not.
-    const bool norm_topk_prob = W.file().get_bool_or(hp_.arch + ".expert_weights_norm", true);
-    embed_tokens_ = Embedding::load(W);
-    for (int il = 0; il < hp_.n_layer; ++il)
-      layers_.push_back(Layer::load(W, il, spec, hp_.rms_eps, MoeFfn::load(W, il, hp_, norm_topk_prob)));
-    lm_head_ = LmHead::load(W, embed_tokens_, hp_.rms_eps);
+    const bool norm_topk_prob = W.file().get_bool_or(hp.arch + ".expert_weights_norm", true);
+    embed_tokens_ = Embedding::load(W, hp);
+    for (int il = 0; il < hp.n_layer; ++il)
+      layers_.push_back(Layer::load(W, il, hp, spec, MoeFfn::load(W, il, hp, norm_topk_prob)));
+    lm_head_ = LmHead::load(W, hp, embed_tokens_);
   }
 
   Tensor* build(Context& ctx, const Batch& b, KvCache& kv) const override {
@@ -44,7 +46,7 @@ class Qwen3Moe final : public Model {
 std::unique_ptr<Model> make_qwen3moe(std::shared_ptr<const gguf::File> file, Backend& backend, Shard shard) {
   HParams hp = HParams::from_gguf(*file, ops::RopeMode::NEOX);  // rotate_half, as in Transformers
   auto w = std::make_unique<Weights>(std::move(file), backend, shard);
-  return std::make_unique<Qwen3Moe>(std::move(hp), std::move(w));
+  return std::make_unique<Qwen3Moe>(hp, std::move(w));
 }
 
 }  // namespace minfer::models

@@ -89,6 +89,26 @@ TEST(Cli, BadArgumentsExitWithOneAndHelpWithZero) {
   r = run(gen + " --help");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("--n-predict"), std::string::npos) << r.out;
+  // Flags that must be positive say so in a line (CLI11's own check printed the whole double
+  // range, 300 digits of it, a range that seemed to include 0).
+  for (const auto& [flags, says] : {std::pair<std::string, std::string>{" -b 0", "--batch-size: must be >= 1, got 0"},
+                                    {" -t -2", "--threads: must be >= 0, got -2"},
+                                    {" -c -1", "--ctx-size: must be >= 0, got -1"},
+                                    {" --rope-scale 0", "--rope-scale: must be > 0, got 0"}}) {
+    r = run(gen + flags + " --device cpu");
+    EXPECT_EQ(r.code, 1) << flags << ": " << r.out;
+    EXPECT_NE(r.out.find(says), std::string::npos) << flags << ": " << r.out;
+    EXPECT_EQ(r.out.find("0000000000"), std::string::npos) << flags << ": " << r.out;
+  }
+}
+
+// -n -1 generates until the context is full (llama.cpp's meaning).
+TEST(Cli, MinusOneTokensRunsToTheEndOfTheContext) {
+  auto r = run_stdout(gen + " -n -1 -c 32 --ignore-eos --temp 0 --json --device cpu");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["stop_reason"], "context") << r.out;
+  EXPECT_GE(j["ids"].size() + j["prompt_ids"].size(), 32u) << r.out;
 }
 
 TEST(Cli, MissingFileIsAClearError) {

@@ -225,6 +225,18 @@ TEST(CliChat, CommandsAndContextShift) {
   EXPECT_EQ(r.out.find("/reset to start over"), std::string::npos) << r.out;
 }
 
+// -n -1 is "until the context ends", as llama-cli takes it; other values below 1 are refused in
+// one line.
+TEST(CliChat, MinusOneTokensRepliesUntilTheContextEnds) {
+  auto r = run("printf 'write a long python module\\n' | " + chat_bin + " -n -1 -c 64 --temp 0 --device cpu");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(" tok/s"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("/reset to start over"), std::string::npos) << r.out;
+  r = run("printf 'hi\\n' | " + chat_bin + " -n 0 --device cpu");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("--n-predict: must be -1 (until the context ends) or >= 1, got 0"), std::string::npos) << r.out;
+}
+
 TEST(CliSmallOnes, PerplexityContextZeroAndNonFiniteResult) {
   const auto text = fixture("text/python-val.txt");
   if (text.empty()) GTEST_SKIP() << "fixtures not found under " << fixtures_dir();

@@ -70,6 +70,125 @@ TEST(ServerApiParse, FieldsAndDefaults) {
       << "a template error is the client's";
 }
 
+// The limits and parser of these tests: the default model's tokenizer, a 128-token context.
+struct Parser {
+  const tokenizer::Tokenizer& tok = *default_model().tok;
+  server::ApiLimits lim;
+  chat::ChatInputs rendered;  // what the last chat request handed the template
+  Parser() {
+    lim.n_ctx_seq = 128;
+    lim.n_vocab = tok.n_vocab();
+    lim.n_parallel = 4;
+    lim.max_outputs = 8;
+    lim.max_token_bytes = 64;
+  }
+  server::Job completion(const server::json& body) {
+    return server::parse_job(body, false, tok, lim, [](const chat::ChatInputs&) -> jinja::Text { return "x"; });
+  }
+  server::Job chat(const server::json& body) {
+    return server::parse_job(body, true, tok, lim, [this](const chat::ChatInputs& in) -> jinja::Text {
+      rendered = in;
+      return "hello";
+    });
+  }
+  // The BadRequest message parsing `body` gives ("" when it parses).
+  std::string refusal(const server::json& body, bool is_chat = false) {
+    try {
+      is_chat ? chat(body) : completion(body);
+    } catch (const server::BadRequest& e) {
+      return e.what();
+    }
+    return "";
+  }
+};
+
+// llama-server's mixed prompt: token ids and strings in one array are one prompt, concatenated
+// in order (BOS only before a leading string); a number that is not a token id is refused naming
+// its index and its type, not a valid element.
+TEST(ServerApiParse, MixedPromptArraysAreOnePrompt) {
+  Parser P;
+  auto text = [&](const std::string& s) { return P.tok.encode(s, true); };
+  auto cat = [](std::vector<std::vector<int32_t>> parts) {
+    std::vector<int32_t> out;
+    for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+    return out;
+  };
+  auto job = P.completion({{"prompt", {12, 34, "import os"}}});
+  ASSERT_EQ(job.prompts.size(), 1u);
+  EXPECT_EQ(job.prompts[0], cat({{12, 34}, text("import os")}));
+  job = P.completion({{"prompt", {"def f", 5, "(x):"}}});
+  ASSERT_EQ(job.prompts.size(), 1u);
+  EXPECT_EQ(job.prompts[0], cat({P.tok.with_bos(text("def f")), {5}, text("(x):")}));
+  // Nested: one prompt per element, each a string or a (mixed) id array.
+  job = P.completion({{"prompt", {server::json{7, "x"}, "y", server::json{8, 9}}}});
+  ASSERT_EQ(job.prompts.size(), 3u);
+  EXPECT_EQ(job.prompts[0], cat({{7}, text("x")}));
+  EXPECT_EQ(job.prompts[2], (std::vector<int32_t>{8, 9}));
+
+  struct Bad {
+    server::json prompt;
+    std::vector<std::string> says;
+  };
+  const Bad bad[] = {
+      {{5, 1.0}, {"'prompt'[1]", "1.0", "a float"}},
+      {{5, "x", 2.5}, {"'prompt'[2]", "a float"}},
+      {{5, true}, {"'prompt'[1]", "a boolean"}},
+      {{5, server::json::array({1})}, {"'prompt'[1]", "an array"}},
+      {{5, P.lim.n_vocab}, {"'prompt'[1]", "outside the vocabulary"}},
+      {{"a", server::json::object()}, {"'prompt'[1]", "an object"}},
+      {{server::json{1, 2}, server::json{3, 0.5}}, {"'prompt'[1][1]", "a float"}},
+  };
+  for (const Bad& b : bad) {
+    const std::string msg = P.refusal({{"prompt", b.prompt}});
+    for (const std::string& s : b.says) EXPECT_NE(msg.find(s), std::string::npos) << b.prompt.dump() << ": " << msg;
+    EXPECT_EQ(msg.find("got 5"), std::string::npos) << b.prompt.dump() << " blames a valid element: " << msg;
+  }
+}
+
+// "content": null (or none) is an assistant turn's privilege (one that calls tools, as OpenAI
+// allows); on any other message it is a 400 naming the message, before the template sees it.
+TEST(ServerApiParse, NullContentOnlyOnAssistantMessages) {
+  Parser P;
+  const server::json user_null = {{"role", "user"}, {"content", nullptr}};
+  std::string msg = P.refusal({{"messages", {user_null}}}, true);
+  EXPECT_NE(msg.find("messages[0]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("user"), std::string::npos) << msg;
+  msg = P.refusal({{"messages", {{{"role", "system"}, {"content", "s"}}, {{"role", "user"}, {"content", "a"}}, user_null}}}, true);
+  EXPECT_NE(msg.find("messages[2]"), std::string::npos) << msg;
+  msg = P.refusal({{"messages", {{{"role", "system"}, {"content", nullptr}}, {{"role", "user"}, {"content", "a"}}}}}, true);
+  EXPECT_NE(msg.find("messages[0]"), std::string::npos) << msg;
+  msg = P.refusal({{"messages", {{{"role", "user"}, {"content", "q"}}, {{"role", "tool"}}}}}, true);
+  EXPECT_NE(msg.find("messages[1]"), std::string::npos) << msg;
+  const server::json call = server::json::array({{{"id", "c"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", "{}"}}}}});
+  EXPECT_EQ(P.refusal({{"messages",
+                        {{{"role", "user"}, {"content", "q"}},
+                         {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", call}},
+                         {{"role", "tool"}, {"content", "42"}}}}},
+                      true),
+            "");
+}
+
+// tool_choice: "auto" (and no tool_choice) hands the tools to the template, "none" does not;
+// "required" and a named function are refused (minfer cannot force a call).
+TEST(ServerApiParse, ToolChoice) {
+  Parser P;
+  const server::json tools = server::json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}});
+  const server::json msgs = {{{"role", "user"}, {"content", "hi"}}};
+  P.chat({{"messages", msgs}, {"tools", tools}});
+  EXPECT_FALSE(P.rendered.tools.is_undefined());
+  P.chat({{"messages", msgs}, {"tools", tools}, {"tool_choice", "auto"}});
+  EXPECT_FALSE(P.rendered.tools.is_undefined());
+  P.chat({{"messages", msgs}, {"tools", tools}, {"tool_choice", "none"}});
+  EXPECT_TRUE(P.rendered.tools.is_undefined()) << "tool_choice none: the template must not see the tools";
+  std::string msg = P.refusal({{"messages", msgs}, {"tools", tools}, {"tool_choice", "required"}}, true);
+  EXPECT_NE(msg.find("'tool_choice'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("not supported"), std::string::npos) << msg;
+  msg = P.refusal({{"messages", msgs}, {"tools", tools}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}}}, true);
+  EXPECT_NE(msg.find("not supported"), std::string::npos) << msg;
+  EXPECT_NE(P.refusal({{"messages", msgs}, {"tools", tools}, {"tool_choice", "sometimes"}}, true), "");
+  EXPECT_NE(P.refusal({{"messages", msgs}, {"tools", tools}, {"tool_choice", 1}}, true), "");
+}
+
 TEST(ServerApiParse, PercentileIsNearestRank) {
   EXPECT_EQ(server::percentile({}, 0.5), 0);
   EXPECT_EQ(server::percentile({5}, 0.99), 5);

@@ -43,6 +43,24 @@ TEST_F(ServerApi, HealthModelsAndMetrics) {
   EXPECT_EQ(j["data"][0]["meta"]["n_ctx"], 2048);
   EXPECT_EQ(j["data"][0]["meta"]["n_parallel"], 8);
   EXPECT_EQ(j["data"][0]["meta"]["n_vocab"], tok().n_vocab());
+  // OpenAI's retrieve-model: the same object by id; an unknown id is a 404 with an error object.
+  const std::string id = j["data"][0]["id"];
+  for (const std::string prefix : {"/v1/models/", "/models/"}) {
+    auto one = c.Get((prefix + id).c_str());
+    ASSERT_TRUE(one);
+    ASSERT_EQ(one->status, 200) << prefix << id << ": " << one->body;
+    const json m1 = json::parse(one->body);
+    EXPECT_EQ(m1["id"], id);
+    EXPECT_EQ(m1["object"], "model");
+    EXPECT_EQ(m1["meta"]["n_ctx"], 2048);
+  }
+  auto missing = c.Get("/v1/models/no-such-model");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404) << missing->body;
+  const json err = json::parse(missing->body);
+  EXPECT_NE(err["error"]["message"].get<std::string>().find("'no-such-model'"), std::string::npos) << missing->body;
+  EXPECT_EQ(err["error"]["type"], "not_found_error");
+  EXPECT_EQ(err["error"]["code"], 404);
   auto met = c.Get("/metrics");
   ASSERT_TRUE(met);
   EXPECT_EQ(met->get_header_value("Content-Type").rfind("text/plain", 0), 0u);
@@ -190,10 +208,33 @@ TEST_F(ServerApi, ChatUsesTheModelsTemplateWithTools) {
   // The tool schema reaches the template in the client's key order ("b" before "a").
   EXPECT_NE(text.find(R"({"type": "function", "function": {"name": "f", "description": "d", "parameters": {"type": "object", "properties": {"b": {"type": "string"}, "a": {"type": "integer"}}}}})"),
             std::string::npos) << text;
-  // A template refusing the conversation is the client's error.
-  r = srv().post("/v1/chat/completions", json{{"messages", {{{"role", "user"}, {"content", nullptr}}}}, {"max_tokens", 2}}.dump());
+  // tool_choice "none": the template is not told about the tools (it is with "auto").
+  auto with_choice = [&](const char* choice) {
+    const json body = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 1}, {"return_tokens", true},
+                       {"tools", {{{"type", "function"}, {"function", {{"name", "lookup_weather"}}}}}}, {"tool_choice", choice}};
+    auto rr = srv().post("/v1/chat/completions", body.dump());
+    EXPECT_TRUE(rr);
+    if (!rr) return std::string();
+    EXPECT_EQ(rr->status, 200) << choice << ": " << rr->body;
+    if (rr->status != 200) return std::string();
+    return tok().decode(json::parse(rr->body).at("prompt_ids").get<std::vector<int32_t>>());
+  };
+  EXPECT_NE(with_choice("auto").find("lookup_weather"), std::string::npos);
+  EXPECT_EQ(with_choice("none").find("lookup_weather"), std::string::npos) << with_choice("none");
+  r = srv().post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}], "tool_choice": "required",
+      "tools": [{"type": "function", "function": {"name": "f"}}]})");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400) << r->body;
+  // A user message with null content is refused naming it, before the template (Qwen3's failed
+  // on it with "'startswith' is undefined").
+  r = srv().post("/v1/chat/completions", json{{"messages", {{{"role", "system"}, {"content", "be brief"}},
+                                                            {{"role", "user"}, {"content", nullptr}}}},
+                                              {"max_tokens", 2}}.dump());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  const std::string msg = json::parse(r->body)["error"]["message"];
+  EXPECT_NE(msg.find("messages[1]"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("template"), std::string::npos) << msg;
 }
 
 // The OpenAI tool-call round trip: the assistant turn that called a tool has "content": null (or
@@ -261,6 +302,14 @@ TEST_F(ServerApi, CompletionPromptShapes) {
     EXPECT_EQ((*j)["usage"]["completion_tokens"], 24);
     EXPECT_EQ((*j)["usage"]["prompt_tokens"], ids[0].size() + ids[1].size() + ids[2].size());
   }
+  // llama-server's mixed form: ids and strings in one array are one prompt, concatenated.
+  json mixed_one = json(ids[0]);
+  mixed_one.push_back(texts[1]);
+  auto one = srv().post_json("/v1/completions", {{"prompt", mixed_one}, {"max_tokens", 1}, {"return_tokens", true}});
+  ASSERT_EQ(one["choices"].size(), 1u);
+  std::vector<int32_t> both = ids[0];
+  both.insert(both.end(), ids[1].begin(), ids[1].end());
+  EXPECT_EQ(one["prompt_ids"].get<std::vector<int32_t>>(), both);
   // Streamed: chunks carry each prompt's index.
   auto r = srv().post("/v1/completions", json{{"prompt", texts}, {"max_tokens", 8}, {"temperature", 0}, {"stream", true}}.dump());
   ASSERT_TRUE(r);

@@ -6,6 +6,7 @@
 
 #include <future>
 
+#include "common/test_util.h"
 #include "engine.h"
 #include "server_harness.h"
 
@@ -138,6 +139,36 @@ TEST(ServerLimits, ShutdownAnswersWaitingClientsWith503) {
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events.back()["error"]["code"], 503) << events.back().dump();
   EXPECT_FALSE(sse_text(events).empty());
+  // The stream's access-log line counts the tokens it generated (it said gen=0): at least one
+  // per event that carried text.
+  int text_events = 0;
+  for (const json& e : events) text_events += sse_text({e}).empty() ? 0 : 1;
+  std::string line;
+  for (int i = 0; i < 100 && line.empty(); ++i) {
+    for (const std::string& l : srv->log())
+      if (l.find("POST /v1/completions 200 prompt=") != std::string::npos) line = l;
+    if (line.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_FALSE(line.empty()) << "no access-log line for the stream";
+  const size_t at = line.find(" gen=");
+  ASSERT_NE(at, std::string::npos) << line;
+  EXPECT_GE(std::stoi(line.substr(at + 5)), std::max(text_events, 1)) << line << " (" << text_events << " text events)";
+}
+
+// A server whose sequences cannot hold a one-word chat and its reply (-np 4 -c 1: one token per
+// sequence) refuses to start, saying why, instead of answering every request with 400; a pool
+// that holds it starts.
+TEST(ServerLimits, TooSmallAContextPerSequenceRefusesToStart) {
+  auto sp = test_server_params();
+  sp.engine.n_parallel = 4;
+  RunnerParams rp = test_runner_params();
+  rp.n_ctx = 1;
+  rp.n_ctx_seq = 0;  // as minfer-server sets it: min(-c, the model's context)
+  const std::string err = error_of([&] { server::Server s(default_model(), rp, sp); });
+  EXPECT_NE(err.find("a sequence holds 1 token "), std::string::npos) << err;
+  EXPECT_NE(err.find("raise -c"), std::string::npos) << err;
+  rp.n_ctx = 64;
+  EXPECT_EQ(error_of([&] { server::Server s(default_model(), rp, sp); }), "");
 }
 
 // Shutting down does not wait for connections that are only being read: one that sends its

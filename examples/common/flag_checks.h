@@ -1,0 +1,59 @@
+// CLI11 checks for number flags with short messages. CLI::PositiveNumber and NonNegativeNumber
+// report a bad value as "Value 0 not in range 0.000000 to 17976931348623157..." (the whole
+// double range, 300 digits); these say "--batch-size: must be >= 1, got 0". Header-only, so
+// that minfer-server-load (no model code) can use it too.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <optional>
+#include <sstream>
+#include <string>
+
+namespace minfer::examples {
+
+namespace detail {
+
+// The number in `s`, or nullopt when it is not one (CLI11's conversion then reports it).
+inline std::optional<double> flag_number(const std::string& s) {
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size()) return std::nullopt;
+  return v;
+}
+
+inline std::string flag_text(double v) {
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
+
+}  // namespace detail
+
+/// Accepts numbers >= lo, and `also` when given (a special value: -n's -1 "until the context
+/// ends", `also_means` says what it means): "must be -1 (until the context ends) or >= 1, got 0".
+inline CLI::Validator at_least(double lo, std::optional<double> also = std::nullopt, const std::string& also_means = "") {
+  std::string want = ">= " + detail::flag_text(lo);
+  if (also) want = detail::flag_text(*also) + (also_means.empty() ? "" : " (" + also_means + ")") + " or " + want;
+  return CLI::Validator(
+      [lo, also, want](std::string& s) -> std::string {
+        const auto v = detail::flag_number(s);
+        if (!v || *v >= lo || (also && *v == *also)) return "";
+        return "must be " + want + ", got " + s;
+      },
+      want);
+}
+
+/// Accepts numbers > lo (real-valued flags: a scale, a frequency): "must be > 0, got 0".
+inline CLI::Validator above(double lo) {
+  const std::string want = "> " + detail::flag_text(lo);
+  return CLI::Validator(
+      [lo, want](std::string& s) -> std::string {
+        const auto v = detail::flag_number(s);
+        if (!v || *v > lo) return "";
+        return "must be " + want + ", got " + s;
+      },
+      want);
+}
+
+}  // namespace minfer::examples
