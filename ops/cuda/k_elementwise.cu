@@ -1,35 +1,54 @@
 // Element-wise and data-movement kernels: get_rows, add, mul, scale, silu, swiglu, concat, cpy,
 // argmax. Same semantics as ops/cpu/k_elementwise.cpp; inputs may be strided views, outputs are
-// contiguous unless they alias another tensor (CPY). Row kernels: one block per output row.
+// contiguous unless they alias another tensor (CPY). Row kernels: one block per output row, or
+// for get_rows / binary / unary one block per piece of kPiece elements of a row: a decode step's
+// single row of 2,048 floats in one block was eight dependent rounds of loads (~6 us a kernel).
+#include <algorithm>
+
 #include "ops/cuda/kernels.cuh"
 #include "ops/cuda/quant_device.cuh"
 
 namespace minfer::cuda {
 namespace {
 
+constexpr int64_t kPiece = 512;  // elements of a row per block (element-wise kernels)
+
+// The elements [i0, i1) of its row that block blockIdx.x takes, and the row.
+struct Piece {
+  int64_t row, i0, i1;
+};
+__device__ __forceinline__ Piece piece_of(int64_t ne0) {
+  const int64_t per_row = (ne0 + kPiece - 1) / kPiece, p = blockIdx.x % per_row;
+  return {static_cast<int64_t>(blockIdx.x) / per_row, p * kPiece, min(ne0, (p + 1) * kPiece)};
+}
+// Blocks and threads of a piece-wise launch over `rows` rows of ne0 elements.
+dim3 piece_blocks(int64_t rows, int64_t ne0) { return dim3(static_cast<unsigned>(rows * ceil_div(ne0, kPiece))); }
+int piece_threads(int64_t ne0) { return row_threads(std::min(ne0, kPiece)); }
+
 // ---------------------------------------------------------------- get_rows
 
 template <DType T>
 __global__ void get_rows_kernel(TD table, TD ids, float* dst, int64_t n_embd, int64_t n_ids, ErrorSink sink) {
-  const int64_t r = blockIdx.x;  // dst row = (i1, i2) over ids [n, b]
+  const Piece pc = piece_of(n_embd);
+  const int64_t r = pc.row;  // dst row = (i1, i2) over ids [n, b]
   const int64_t i1 = r % n_ids, i2 = r / n_ids;
   const int32_t id = *reinterpret_cast<const int32_t*>(ids.data + i1 * ids.nb[0] + i2 * ids.nb[1]);
   float* out = dst + r * n_embd;
   if (id < 0 || id >= table.ne[1]) {
-    if (threadIdx.x == 0) report_error(sink, kErrGetRowsId, id, table.ne[1]);
-    for (int64_t i = threadIdx.x; i < n_embd; i += blockDim.x) out[i] = __int_as_float(0x7fc00000);
+    if (threadIdx.x == 0 && pc.i0 == 0) report_error(sink, kErrGetRowsId, id, table.ne[1]);
+    for (int64_t i = pc.i0 + threadIdx.x; i < pc.i1; i += blockDim.x) out[i] = __int_as_float(0x7fc00000);
     return;
   }
   // A 3-D table is one table per column of ids (ops::get_rows).
   const char* row = table.data + static_cast<int64_t>(id) * table.nb[1] + (table.ne[2] > 1 ? i2 * table.nb[2] : 0);
-  for (int64_t i = threadIdx.x; i < n_embd; i += blockDim.x) out[i] = load_elem(T, row, i, table.nb[0]);
+  for (int64_t i = pc.i0 + threadIdx.x; i < pc.i1; i += blockDim.x) out[i] = load_elem(T, row, i, table.nb[0]);
 }
 
 template <DType T>
 void launch_get_rows(KernelContext& kc, const Tensor& table, const Tensor& ids, Tensor& dst) {
   const int64_t rows = ids.ne[0] * ids.ne[1];
   if (rows == 0) return;
-  get_rows_kernel<T><<<static_cast<unsigned>(rows), row_threads(table.ne[0]), 0, kc.stream>>>(
+  get_rows_kernel<T><<<piece_blocks(rows, table.ne[0]), piece_threads(table.ne[0]), 0, kc.stream>>>(
       td(table), td(ids), static_cast<float*>(dst.data), table.ne[0], ids.ne[0], kc.sink());
   kc.check_launch("get_rows_kernel");
 }
@@ -43,22 +62,23 @@ __device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x));
 
 template <Bin OP>
 __global__ void binary_kernel(TD a, DType at, TD b, DType bt, float* dst, int64_t ne0, TD dshape) {
+  const Piece pc = piece_of(ne0);
   int64_t i1, i2, i3;
-  split_row(blockIdx.x, dshape.ne, i1, i2, i3);
+  split_row(pc.row, dshape.ne, i1, i2, i3);
   const char* ra = td_row(a, i1, i2, i3);
   const char* rb = td_row(b, i1 % b.ne[1], i2 % b.ne[2], i3 % b.ne[3]);
-  float* rd = dst + blockIdx.x * ne0;
+  float* rd = dst + pc.row * ne0;
   const int64_t nb0 = b.ne[0];
   if (at == DType::F32 && bt == DType::F32 && a.nb[0] == 4 && b.nb[0] == 4) {
     const float* fa = reinterpret_cast<const float*>(ra);
     const float* fb = reinterpret_cast<const float*>(rb);
-    for (int64_t i = threadIdx.x; i < ne0; i += blockDim.x) {
+    for (int64_t i = pc.i0 + threadIdx.x; i < pc.i1; i += blockDim.x) {
       const float x = fa[i], y = fb[nb0 == ne0 ? i : i % nb0];
       rd[i] = OP == Bin::ADD ? x + y : OP == Bin::MUL ? x * y : silu_f(x) * y;
     }
     return;
   }
-  for (int64_t i = threadIdx.x; i < ne0; i += blockDim.x) {
+  for (int64_t i = pc.i0 + threadIdx.x; i < pc.i1; i += blockDim.x) {
     const float x = load_scalar(at, ra + i * a.nb[0]);
     const float y = load_scalar(bt, rb + (i % nb0) * b.nb[0]);
     rd[i] = OP == Bin::ADD ? x + y : OP == Bin::MUL ? x * y : silu_f(x) * y;
@@ -71,18 +91,19 @@ void launch_binary(KernelContext& kc, Tensor& dst) {
   const Tensor& b = *dst.src[1];
   const int64_t rows = dst.nrows();
   if (rows == 0 || dst.ne[0] == 0) return;
-  binary_kernel<OP><<<static_cast<unsigned>(rows), row_threads(dst.ne[0]), 0, kc.stream>>>(
+  binary_kernel<OP><<<piece_blocks(rows, dst.ne[0]), piece_threads(dst.ne[0]), 0, kc.stream>>>(
       td(a), a.type, td(b), b.type, static_cast<float*>(dst.data), dst.ne[0], td(dst));
   kc.check_launch("binary_kernel");
 }
 
 template <Un OP>
 __global__ void unary_kernel(TD a, DType at, float* dst, int64_t ne0, TD dshape, float s) {
+  const Piece pc = piece_of(ne0);
   int64_t i1, i2, i3;
-  split_row(blockIdx.x, dshape.ne, i1, i2, i3);
+  split_row(pc.row, dshape.ne, i1, i2, i3);
   const char* ra = td_row(a, i1, i2, i3);
-  float* rd = dst + blockIdx.x * ne0;
-  for (int64_t i = threadIdx.x; i < ne0; i += blockDim.x) {
+  float* rd = dst + pc.row * ne0;
+  for (int64_t i = pc.i0 + threadIdx.x; i < pc.i1; i += blockDim.x) {
     const float x = load_scalar(at, ra + i * a.nb[0]);
     rd[i] = OP == Un::SCALE ? x * s : silu_f(x);
   }
@@ -93,7 +114,7 @@ void launch_unary(KernelContext& kc, Tensor& dst, float s) {
   const Tensor& a = *dst.src[0];
   const int64_t rows = dst.nrows();
   if (rows == 0 || dst.ne[0] == 0) return;
-  unary_kernel<OP><<<static_cast<unsigned>(rows), row_threads(dst.ne[0]), 0, kc.stream>>>(
+  unary_kernel<OP><<<piece_blocks(rows, dst.ne[0]), piece_threads(dst.ne[0]), 0, kc.stream>>>(
       td(a), a.type, static_cast<float*>(dst.data), dst.ne[0], td(dst), s);
   kc.check_launch("unary_kernel");
 }

@@ -72,7 +72,7 @@ void add_top_k(std::vector<OpCase>& v, int64_t n, int64_t rows, int32_t k, int m
 }
 
 void top_k_cases(std::vector<OpCase>& v) {
-  for (int64_t n : {8, 33, 128, 4097})
+  for (int64_t n : {8, 33, 64, 65, 128, 256, 257, 4097})
     for (int32_t k : {1, 2, 8})
       for (int mode = 0; mode < 3; ++mode)
         for (bool strided : {false, true}) add_top_k(v, n, 5, k, mode, strided);
