@@ -57,7 +57,8 @@ int main(int argc, char** argv) {
     rp.n_seq_max = max_pl;
     rp.n_out_max = max_pl;  // a step asks for one row per sequence at most
     rp.n_ctx_seq = max_seq;
-    ModelRunner runner(*L.model, *L.backend, rp);
+    const auto runner_ptr = L.runner(rp);
+    ModelRunner& runner = *runner_ptr;
     KvCache& kv = runner.kv();
     const int32_t n_vocab = runner.n_vocab();
     std::mt19937 rng(42);

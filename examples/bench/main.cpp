@@ -72,7 +72,8 @@ int main(int argc, char** argv) {
     for (int n : vbs) sp.n_batch = std::max(sp.n_batch, n);
     sp.n_out_max = 1;  // prefill and decode read one logit row; verify batches all of theirs
     for (int n : vbs) sp.n_out_max = std::max(sp.n_out_max, n);
-    Session session(*L.model, *L.backend, sp);
+    const auto runner = L.runner(sp);
+    Session session(*runner);
     std::mt19937 rng(1234);
     std::uniform_int_distribution<int32_t> tok(0, h.n_vocab - 1);
     auto random_tokens = [&](int n) {

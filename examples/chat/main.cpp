@@ -65,7 +65,8 @@ int main(int argc, char** argv) {
     auto L = examples::load_model(margs);
     const auto& tok = *L.tok;
     const chat::ChatTemplate tpl = chat::select_chat_template(tok, chat_template);
-    Session session(*L.model, *L.backend, examples::session_params(margs));
+    const auto runner = L.runner(examples::session_params(margs));
+    Session session(*runner);
     Sampler sampler(sp);
     std::vector<chat::Message> msgs;
     if (!system.empty()) msgs.push_back({"system", system});

@@ -1,6 +1,7 @@
 #include "common/common.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -22,7 +23,15 @@ void add_model_flags(CLI::App& app, ModelArgs& a) {
       ->check(at_least(0));
   app.add_option("-b,--batch-size", a.n_batch, "max tokens per forward pass")->check(at_least(1));
   app.add_option("-t,--threads", a.threads, "CPU threads (0: all)")->check(at_least(0));
-  app.add_option("--device", a.device, "cpu, cuda, cuda:N or auto (cuda when a GPU is present)");
+  app.add_option("--device", a.device,
+                 "cpu, cuda, cuda:N or auto (cuda when a GPU is present); a comma list (cpu,cpu) runs one "
+                 "tensor-parallel rank on each (-sm tensor)");
+  app.add_option("--split-mode", a.split_mode,
+                 "-sm: how a model spans the --device list: none, or tensor (attention heads and FFN columns split "
+                 "across the devices, an all-reduce after each block); layer and row are llama.cpp's, not implemented")
+      ->check(CLI::IsMember({"none", "layer", "row", "tensor"}));
+  app.add_option("--tensor-split", a.tensor_split,
+                 "-ts: each device's share, comma-separated (llama.cpp's spelling); tensor parallelism takes equal shares");
   app.add_option("--n-gpu-layers,--gpu-layers", a.n_gpu_layers,
                  "-ngl N, llama.cpp's layer offload: 0 runs on the CPU, any other value puts every layer on the GPU "
                  "(same as --device auto); minfer does not split a model between CPU and GPU")
@@ -41,7 +50,8 @@ void add_model_flags(CLI::App& app, ModelArgs& a) {
 LlamaArgs::LlamaArgs(int argc, char** argv) : args(argv, argv + argc) {
   static const std::pair<const char*, const char*> kLong[] = {
       {"-ngl", "--n-gpu-layers"}, {"-md", "--md"}, {"-np", "--parallel"}, {"-ub", "--ubatch-size"},
-      {"-npp", "--npp"},          {"-ntg", "--ntg"}, {"-npl", "--npl"},      {"-pps", "--pps"}};
+      {"-npp", "--npp"},          {"-ntg", "--ntg"}, {"-npl", "--npl"},      {"-pps", "--pps"},
+      {"-sm", "--split-mode"},    {"-ts", "--tensor-split"}};
   for (size_t i = 1; i < args.size(); ++i) {
     for (const auto& [short_name, long_name] : kLong) {
       const std::string s = short_name;
@@ -106,20 +116,97 @@ std::shared_ptr<const gguf::File> open_model_file(const std::string& path, std::
 
 }  // namespace
 
+namespace {
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+// The devices of the ranks: one without tensor parallelism. Checks -sm and -ts against them.
+std::vector<std::string> rank_devices(const ModelArgs& a) {
+  const std::string device = resolve_device(a);
+  auto devices = split_list(device);
+  if (devices.empty()) throw std::invalid_argument(fmt::format("--device '{}' names no device", device));
+  if (a.split_mode == "layer" || a.split_mode == "row")
+    throw std::invalid_argument(fmt::format("-sm {} is not implemented: minfer splits a model across devices by tensors "
+                                            "(-sm tensor) or not at all (-sm none)",
+                                            a.split_mode));
+  if (devices.size() > 1 && a.split_mode != "tensor")
+    throw std::invalid_argument(fmt::format("--device lists {} devices: add -sm tensor to split the model across them",
+                                            devices.size()));
+  if (!a.tensor_split.empty()) {
+    const auto shares = split_list(a.tensor_split);
+    bool equal = shares.size() == devices.size();
+    for (const auto& sh : shares) {
+      double v = 0;
+      try {
+        v = std::stod(sh);
+      } catch (const std::exception&) {
+        throw std::invalid_argument(fmt::format("-ts '{}': '{}' is not a number", a.tensor_split, sh));
+      }
+      equal = equal && v > 0 && v == std::stod(shares[0]);
+    }
+    if (!equal)
+      throw std::invalid_argument(fmt::format("-ts '{}' must give each of the {} devices the same positive share "
+                                              "(tensor parallelism splits the heads evenly), e.g. -ts {}",
+                                              a.tensor_split, devices.size(), fmt::join(std::vector<int>(devices.size(), 1), ",")));
+  }
+  return devices;
+}
+
+}  // namespace
+
+std::vector<const Model*> Loaded::ranks() const {
+  std::vector<const Model*> v{model.get()};
+  for (const auto& m : rank_models) v.push_back(m.get());
+  return v;
+}
+
+std::unique_ptr<ModelRunner> Loaded::runner(const RunnerParams& p) const {
+  if (!group) return std::make_unique<ModelRunner>(*model, *backend, p);
+  return std::make_unique<ModelRunner>(ranks(), group, p);
+}
+
 Loaded load_model(const ModelArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string path = a.model.empty() ? default_model_path() : a.model;
+  const auto devices = rank_devices(a);
+  const int n = static_cast<int>(devices.size());
   Loaded l;
   l.file = open_model_file(path, "model");
   l.tok.emplace(tokenizer::Tokenizer::from_gguf(*l.file));
   BackendOptions bo;
-  bo.n_threads = a.threads;
+  // The ranks of one host share its cores.
+  bo.n_threads = a.threads > 0 || n == 1 ? a.threads : std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)) / n);
   bo.cuda_graphs = !a.no_cuda_graphs;
   bo.fusion = !a.no_fusion;
   bo.cuda_profile = a.cuda_profile;
-  l.backend = create_backend(resolve_device(a), bo);
-  l.model = models::load(l.file, *l.backend);
-  if (a.rope.any()) l.model->override_rope(a.rope);
+  if (n > 1) l.group = std::make_shared<HostCollective>(n);
+  for (int r = 0; r < n; ++r) {
+    auto backend = create_backend(devices[static_cast<size_t>(r)], bo);
+    if (l.group) {
+      try {
+        backend->join(l.group, r);
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(fmt::format("-sm tensor over --device {}: {} (only CPU ranks have a collective so "
+                                                "far; docs/tensor-parallel.md)",
+                                                resolve_device(a), e.what()));
+      }
+    }
+    auto model = models::load(l.file, *backend, Shard{r, n});
+    if (a.rope.any()) model->override_rope(a.rope);
+    if (r == 0) {
+      l.backend = std::move(backend);
+      l.model = std::move(model);
+    } else {
+      l.rank_backends.push_back(std::move(backend));
+      l.rank_models.push_back(std::move(model));
+    }
+  }
   if (a.n_ctx > l.model->hparams().n_ctx_train)
     std::fprintf(stderr, "warning: -c %d exceeds the context the model was trained with (%d); quality will drop past it\n",
                  a.n_ctx, l.model->hparams().n_ctx_train);

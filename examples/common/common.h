@@ -15,13 +15,16 @@
 #include "runtime/sampler.h"
 #include "runtime/session.h"
 #include "tensor/backend.h"
+#include "tensor/collective.h"
 #include "tokenizer/tokenizer.h"
 
 namespace minfer::examples {
 
 struct ModelArgs {
   std::string model;          ///< -m; empty: the default model
-  std::string device = "auto";
+  std::string device = "auto";  ///< --device: one device, or a comma list (one rank each, -sm tensor)
+  std::string split_mode = "none";  ///< -sm: none, layer, row or tensor (only tensor splits; see load_model)
+  std::string tensor_split;         ///< -ts: each device's share, e.g. "1,1" (tensor parallelism: equal shares)
   int threads = 0;            ///< -t
   int n_ctx = 0;              ///< -c
   int n_batch = 512;          ///< -b
@@ -51,15 +54,27 @@ void add_sampling_flags(CLI::App& app, SamplerParams& p);
 std::string default_model_path();
 
 struct Loaded {
-  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Backend> backend;  ///< rank 0's (the only one without tensor parallelism)
   std::shared_ptr<const gguf::File> file;
-  std::unique_ptr<Model> model;
+  std::unique_ptr<Model> model;      ///< rank 0's shard (hparams() are that rank's share)
   std::optional<tokenizer::Tokenizer> tok;
   double load_ms = 0;
+  /// Tensor parallelism (-sm tensor over several --device entries): ranks 1.. and their group.
+  std::vector<std::unique_ptr<Backend>> rank_backends;
+  std::vector<std::unique_ptr<Model>> rank_models;
+  std::shared_ptr<Collective> group;
+
+  /// The ranks' models, rank 0 first.
+  std::vector<const Model*> ranks() const;
+  /// A runner over every rank (ModelRunner's constructors; throws what they throw).
+  std::unique_ptr<ModelRunner> runner(const RunnerParams& p) const;
 };
 
-/// Opens the GGUF, creates the backend and the model, and the tokenizer. Throws with a clear
-/// message for a missing file, a non-GGUF file or an unsupported architecture.
+/// Opens the GGUF, creates the backend(s) and the model, and the tokenizer. Throws with a clear
+/// message for a missing file, a non-GGUF file or an unsupported architecture. With several
+/// devices (`--device cpu,cpu`) and -sm tensor each device is one rank of a tensor-parallel split
+/// (docs/tensor-parallel.md); std::invalid_argument for several devices without -sm tensor, a -ts
+/// that does not give every device the same share, or a device that cannot join a group.
 Loaded load_model(const ModelArgs& a);
 
 /// A draft model for speculative decoding, on the target's backend.

@@ -184,11 +184,12 @@ int generate_main(int argc, char** argv, const GenerateProgram& program) {
       throw ContextFullError(fmt::format("the prompt has {} tokens but the context holds {} (n_ctx); use -c to raise it",
                                          ids.size(), n_ctx));
     // The sessions reserve their memory now, so an impossible -c fails before anything is printed.
+    std::unique_ptr<ModelRunner> main_r = L.runner(sparams);  // plain or target: every rank of -sm tensor
     std::optional<Session> plain_s, target_s, draft_s;
     if (!D) {
-      plain_s.emplace(*L.model, *L.backend, sparams);
+      plain_s.emplace(*main_r);
     } else {
-      target_s.emplace(*L.model, *L.backend, sparams);
+      target_s.emplace(*main_r);
       SessionParams dsp = sparams;
       dsp.n_ctx = target_s->n_ctx();  // the draft follows the target's sequence
       draft_s.emplace(*D->model, *L.backend, dsp);
@@ -229,11 +230,13 @@ int generate_main(int argc, char** argv, const GenerateProgram& program) {
       st = dec.stats();
       target_s.reset();  // the speculative sessions are freed before the baseline's
       draft_s.reset();
+      main_r.reset();
     }
 
     std::optional<GenerateResult> base;
     if (D && !no_baseline) {
-      Session plain(*L.model, *L.backend, sparams);
+      const auto runner = L.runner(sparams);
+      Session plain(*runner);
       SamplerParams bsp = sp;
       bsp.seed = sampler.seed();
       Sampler bs(bsp);

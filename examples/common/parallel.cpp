@@ -25,8 +25,8 @@ std::vector<std::string> prompt_lines(const std::string& text) {
 int run_parallel(const Loaded& L, const SessionParams& sparams, const ParallelRun& run) {
   RunnerParams rp = sparams;
   rp.n_seq_max = run.n_parallel;
-  ModelRunner runner(*L.model, *L.backend, rp);
-  Scheduler sched(runner, *L.tok, {.n_batch = 0, .n_parallel = run.n_parallel});
+  const auto runner = L.runner(rp);
+  Scheduler sched(*runner, *L.tok, {.n_batch = 0, .n_parallel = run.n_parallel});
   const uint64_t seed = Sampler(run.sampling).seed();  // resolves a random seed once
   std::vector<RequestId> ids;
   for (size_t i = 0; i < run.ids.size(); ++i) {

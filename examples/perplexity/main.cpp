@@ -41,12 +41,12 @@ int main(int argc, char** argv) {
     auto tokens = L.tok->encode(ss.str(), /*parse_special=*/false, L.tok->add_bos_default());
     auto sp = examples::session_params(margs);
     sp.n_ctx = std::min(ModelRunner::resolve_n_ctx(*L.model, sp), sp.n_ctx > 0 ? sp.n_ctx : std::max(1, L.model->hparams().n_ctx_train));  // -c 0: the model's context (capped by memory)
-    ModelRunner runner(*L.model, *L.backend, perplexity_runner_params(sp.n_ctx, std::max(sp.n_batch, sp.n_ctx), sp.kv_type));
+    const auto runner = L.runner(perplexity_runner_params(sp.n_ctx, std::max(sp.n_batch, sp.n_ctx), sp.kv_type));
     std::fprintf(stderr, "%s: %zu tokens, n_ctx %d, scoring %d chunks on %s\n", file.c_str(), tokens.size(), sp.n_ctx,
                  chunks > 0 ? std::min<int>(chunks, static_cast<int>(tokens.size() / static_cast<size_t>(sp.n_ctx)))
                             : static_cast<int>(tokens.size() / static_cast<size_t>(sp.n_ctx)),
                  std::string(L.backend->name()).c_str());
-    auto r = perplexity(runner, tokens, sp.n_ctx, chunks, [](int32_t c, double ppl) {
+    auto r = perplexity(*runner, tokens, sp.n_ctx, chunks, [](int32_t c, double ppl) {
       std::fprintf(stderr, "[%d]%.4f ", c + 1, ppl);
       std::fflush(stderr);
     }, L.tok->add_bos_default() ? L.tok->bos_id() : -1);

@@ -16,11 +16,14 @@ constexpr auto kRateWindow = std::chrono::seconds(10);
 
 Engine::Engine(const Model& model, Backend& backend, const tokenizer::Tokenizer& tok, RunnerParams rp,
                const EngineParams& p)
+    : Engine([&](const RunnerParams& r) { return std::make_unique<ModelRunner>(model, backend, r); }, tok, rp, p) {}
+
+Engine::Engine(const RunnerFactory& make_runner, const tokenizer::Tokenizer& tok, RunnerParams rp, const EngineParams& p)
     : params_(p) {
   if (params_.n_parallel < 1) throw std::invalid_argument(fmt::format("--parallel must be >= 1, got {}", params_.n_parallel));
   if (params_.queue < 0) throw std::invalid_argument(fmt::format("--queue must be >= 0, got {}", params_.queue));
   rp.n_seq_max = params_.n_parallel;
-  runner_ = std::make_unique<ModelRunner>(model, backend, rp);
+  runner_ = make_runner(rp);
   SchedulerParams sp;
   sp.n_parallel = params_.n_parallel;
   sp.prefix_cache = params_.prefix_cache;

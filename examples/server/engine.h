@@ -26,6 +26,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -116,6 +117,9 @@ class Engine {
   /// Creates the runner (rp.n_seq_max is set to n_parallel) and the scheduler, and starts the
   /// engine thread. Throws what ModelRunner's constructor throws.
   Engine(const Model& model, Backend& backend, const tokenizer::Tokenizer& tok, RunnerParams rp, const EngineParams& p);
+  /// The same over the runner `make_runner` builds from rp (every rank of a tensor-parallel model).
+  using RunnerFactory = std::function<std::unique_ptr<ModelRunner>(const RunnerParams&)>;
+  Engine(const RunnerFactory& make_runner, const tokenizer::Tokenizer& tok, RunnerParams rp, const EngineParams& p);
   /// Fails the tasks still held ("shutting down", 503) and joins the thread.
   ~Engine();
   Engine(const Engine&) = delete;

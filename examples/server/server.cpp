@@ -118,7 +118,7 @@ Server::Server(examples::Loaded& model, const RunnerParams& rp, const ServerPara
     params_.model_name = m_.model->hparams().name;
     if (params_.model_name.empty()) params_.model_name = std::filesystem::path(m_.file->name()).stem().string();
   }
-  engine_ = std::make_unique<Engine>(*m_.model, *m_.backend, *m_.tok, rp, params_.engine);
+  engine_ = std::make_unique<Engine>([&](const RunnerParams& r) { return m_.runner(r); }, *m_.tok, rp, params_.engine);
   // A server whose sequences cannot hold a short chat would answer every request with 400
   // (-np 4 -c 1: one token per sequence): refuse to start instead.
   if (const int32_t need = min_request_tokens(template_, *m_.tok); engine_->n_ctx_seq() < need)

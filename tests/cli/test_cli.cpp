@@ -111,6 +111,41 @@ TEST(Cli, MinusOneTokensRunsToTheEndOfTheContext) {
   EXPECT_GE(j["ids"].size() + j["prompt_ids"].size(), 32u) << r.out;
 }
 
+// -sm tensor over --device cpu,cpu: two tensor-parallel ranks in one process (HostCollective).
+// f16 weights: the sharded sums are the full ones reordered, so greedy keeps the one-device ids.
+TEST(Cli, TensorSplitOverTwoCpuRanksKeepsTheGreedyIds) {
+  for (const char* name : {"qwen2-s/qwen2-s-f16.gguf", "llama-s/llama-s-f16.gguf"}) {
+    const auto path = std::filesystem::path(fixtures_dir()) / name;
+    if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found (MINFER_FIXTURES)";
+    const std::string base = gen + " -m " + path.string() + " -p 'Once upon a time there was a' -n 24 --temp 0 --json";
+    auto one = run_stdout(base + " --device cpu");
+    auto two = run_stdout(base + " --device cpu,cpu -sm tensor -ts 1,1");
+    ASSERT_EQ(one.code, 0) << one.out;
+    ASSERT_EQ(two.code, 0) << two.out;
+    const auto a = nlohmann::json::parse(one.out), b = nlohmann::json::parse(two.out);
+    EXPECT_EQ(a["ids"].size(), 24u) << name;
+    EXPECT_EQ(a["ids"], b["ids"]) << name;
+  }
+}
+
+TEST(Cli, SplitFlagsThatCannotWorkAreClearErrors) {
+  const std::string m = " -n 2 -m " + (std::filesystem::path(fixtures_dir()) / "qwen2-s/qwen2-s-f16.gguf").string();
+  for (const auto& [flags, says] :
+       {std::pair<std::string, std::string>{" --device cpu,cpu", "--device lists 2 devices: add -sm tensor"},
+        {" --device cpu,cpu -sm tensor -ts 3,1", "-ts '3,1' must give each of the 2 devices the same positive share"},
+        {" --device cpu,cpu -sm tensor -ts 1,x", "-ts '1,x': 'x' is not a number"},
+        {" -sm layer", "-sm layer is not implemented"},
+        {" -sm bogus", "--split-mode"}}) {
+    auto r = run(gen + m + flags);
+    EXPECT_EQ(r.code, 1) << flags << ": " << r.out;
+    EXPECT_NE(r.out.find(says), std::string::npos) << flags << ": " << r.out;
+  }
+  // The default model has one KV head: it cannot be split in two.
+  auto r = run(gen + " -n 2 --device cpu,cpu -sm tensor");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("head_count_kv (1) to be a multiple of 2"), std::string::npos) << r.out;
+}
+
 TEST(Cli, MissingFileIsAClearError) {
   auto r = run(gen + " -m /nonexistent/model.gguf");
   EXPECT_EQ(r.code, 1);
