@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
     }
     if (output == "md") {
       std::fprintf(stderr, "model: %s on %s, pool %d cells (blocks of %d), ubatch %d, kv %s, shared prompt %d\n",
-                   L.file->name().c_str(), std::string(L.backend->name()).c_str(), kv.n_ctx(), kv.block_size(),
+                   L.file->name().c_str(), L.device_names().c_str(), kv.n_ctx(), kv.block_size(),
                    runner.n_batch(), dtype_name(kv.type()).data(), pps ? 1 : 0);
       std::printf("|%6s | %6s | %4s | %6s | %8s | %8s | %8s | %8s | %8s | %8s |\n", "PP", "TG", "B", "N_KV", "T_PP s",
                   "S_PP t/s", "T_TG s", "S_TG t/s", "T s", "S t/s");

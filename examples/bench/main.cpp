@@ -173,7 +173,7 @@ int main(int argc, char** argv) {
       nlohmann::json j = nlohmann::json::array();
       for (const auto& r : rows)
         j.push_back({{"model", L.file->name()}, {"arch", h.arch}, {"type", ftype}, {"size_bytes", n_bytes},
-                     {"params", n_params}, {"backend", std::string(L.backend->name())}, {"test", r.test},
+                     {"params", n_params}, {"backend", L.device_names()}, {"test", r.test},
                      {"n", r.n}, {"depth", r.depth}, {"avg_ts", r.st.mean}, {"stddev_ts", r.st.sd},
                      {"samples_ts", r.st.samples}});
       std::puts(j.dump(2).c_str());
@@ -182,7 +182,7 @@ int main(int argc, char** argv) {
       for (const auto& r : rows)
         std::printf("| %s | %s | %s | %s | %s%s | %.2f ± %.2f |\n", model_desc.c_str(),
                     (bytes >= (1 << 30) ? fmt::format("{:.2f} GiB", bytes / (1 << 30)) : fmt::format("{:.2f} MiB", bytes / (1 << 20))).c_str(),
-                    (params >= 1e9 ? fmt::format("{:.2f} B", params / 1e9) : fmt::format("{:.2f} M", params / 1e6)).c_str(), std::string(L.backend->name()).c_str(), r.test.c_str(),
+                    (params >= 1e9 ? fmt::format("{:.2f} B", params / 1e9) : fmt::format("{:.2f} M", params / 1e6)).c_str(), L.device_names().c_str(), r.test.c_str(),
                     r.depth ? fmt::format(" @ d{}", r.depth).c_str() : "", r.st.mean, r.st.sd);
     }
     return 0;

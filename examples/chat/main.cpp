@@ -17,6 +17,7 @@
 #include "common/common.h"
 #include "common/prompt.h"
 #include "runtime/generate.h"
+#include "tokenizer/unicode.h"
 
 using namespace minfer;
 
@@ -74,13 +75,24 @@ int main(int argc, char** argv) {
     std::vector<int32_t> cached;      // the tokens the KV cache holds
     install_sigint();
     std::fprintf(stderr, "minfer-chat: %s on %s, n_ctx %d, template: %s. /reset, /exit; Ctrl-C stops a reply.\n",
-                 L.file->name().c_str(), std::string(L.backend->name()).c_str(), session.n_ctx(), tpl.origin().c_str());
+                 L.file->name().c_str(), L.device_names().c_str(), session.n_ctx(), tpl.origin().c_str());
     auto prompt_ids = [&] {
       chat::ChatInputs in;
       in.messages = chat::messages_value(msgs);
       if (no_think) in.enable_thinking = false;
       return examples::chat_prompt_ids(tpl, tok, in);
     };
+    // A system message that leaves no room for a one-word question is refused now, not blamed on
+    // the user's first message.
+    if (keep > 0) {
+      msgs.push_back({"user", "hi"});
+      const size_t need = prompt_ids().size();
+      msgs.pop_back();
+      if (need >= static_cast<size_t>(session.n_ctx()))
+        throw std::invalid_argument(fmt::format("the system message makes a prompt of {} tokens with a one-word question; "
+                                                "the context holds {} (-c): shorten --system or raise -c",
+                                                need, session.n_ctx()));
+    }
     std::string line;
     while (!g_quit) {
       std::fprintf(stderr, "\n> ");
@@ -98,6 +110,10 @@ int main(int argc, char** argv) {
         continue;
       }
       if (line.empty()) continue;
+      if (const size_t bad = tokenizer::utf8_first_invalid(line); bad != std::string::npos) {
+        std::fprintf(stderr, "[your message is not valid UTF-8 (byte offset %zu)]\n", bad);
+        continue;
+      }
       msgs.push_back({"user", line});
       std::vector<int32_t> ids;
       try {
@@ -123,7 +139,8 @@ int main(int argc, char** argv) {
       if (dropped > 0)
         std::fprintf(stderr, "[context full: dropped the %zu oldest message%s]\n", dropped, dropped == 1 ? "" : "s");
       if (ids.size() >= n_ctx) {
-        std::fprintf(stderr, "[this message alone is %zu tokens; the context holds %zu (-c)]\n", ids.size(), n_ctx);
+        std::fprintf(stderr, "[%s is %zu tokens; the context holds %zu (-c)]\n",
+                     keep > 0 ? "the system message with this message" : "this message alone", ids.size(), n_ctx);
         msgs.pop_back();
         continue;
       }

@@ -77,7 +77,7 @@ void add_sampling_flags(CLI::App& app, SamplerParams& p) {
   app.add_option("--temp", p.temp, "temperature (<= 0: greedy)")->capture_default_str();
   app.add_option("--top-k", p.top_k, "top-k (<= 0: off)");
   app.add_option("--top-p", p.top_p, "top-p (>= 1: off)");
-  app.add_option("--min-p", p.min_p, "min-p (<= 0: off)");
+  app.add_option("--min-p", p.min_p, "min-p (<= 0: off)")->check(at_most(1));
   app.add_option("--repeat-penalty", p.repeat_penalty, "repeat penalty (1: off)");
   app.add_option("--repeat-last-n", p.repeat_last_n, "tokens the penalties look back (-1: all)");
   app.add_option("--presence-penalty", p.presence_penalty, "presence penalty");
@@ -138,7 +138,7 @@ std::vector<std::string> rank_devices(const ModelArgs& a) {
   if (devices.size() > 1 && a.split_mode != "tensor")
     throw std::invalid_argument(fmt::format("--device lists {} devices: add -sm tensor to split the model across them",
                                             devices.size()));
-  if (!a.tensor_split.empty()) {
+  if (!a.tensor_split.empty() && devices.size() > 1) {  // one device: ignored, as llama.cpp does
     const auto shares = split_list(a.tensor_split);
     bool equal = shares.size() == devices.size();
     for (const auto& sh : shares) {
@@ -159,6 +159,12 @@ std::vector<std::string> rank_devices(const ModelArgs& a) {
 }
 
 }  // namespace
+
+std::string Loaded::device_names() const {
+  std::string names(backend->name());
+  for (const auto& b : rank_backends) names += "," + std::string(b->name());
+  return names;
+}
 
 std::vector<const Model*> Loaded::ranks() const {
   std::vector<const Model*> v{model.get()};
@@ -186,6 +192,9 @@ Loaded load_model(const ModelArgs& a) {
   bo.fusion = !a.no_fusion;
   bo.cuda_profile = a.cuda_profile;
   if (n > 1) l.group = std::make_shared<HostCollective>(n);
+  // Every device first, so a device that does not exist or cannot join the group is the error
+  // rather than something about the model.
+  std::vector<std::unique_ptr<Backend>> backends;
   for (int r = 0; r < n; ++r) {
     auto backend = create_backend(devices[static_cast<size_t>(r)], bo);
     if (l.group) {
@@ -197,6 +206,10 @@ Loaded load_model(const ModelArgs& a) {
                                                 resolve_device(a), e.what()));
       }
     }
+    backends.push_back(std::move(backend));
+  }
+  for (int r = 0; r < n; ++r) {
+    auto& backend = backends[static_cast<size_t>(r)];
     auto model = models::load(l.file, *backend, Shard{r, n});
     if (a.rope.any()) model->override_rope(a.rope);
     if (r == 0) {

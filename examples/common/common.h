@@ -64,6 +64,8 @@ struct Loaded {
   std::vector<std::unique_ptr<Model>> rank_models;
   std::shared_ptr<Collective> group;
 
+  /// The backends' names, rank 0 first, comma-separated ("cpu", "cpu,cpu").
+  std::string device_names() const;
   /// The ranks' models, rank 0 first.
   std::vector<const Model*> ranks() const;
   /// A runner over every rank (ModelRunner's constructors; throws what they throw).

@@ -56,4 +56,16 @@ inline CLI::Validator above(double lo) {
       want);
 }
 
+/// Accepts numbers <= hi (a probability: min-p above 1 would keep no token): "must be <= 1, got 2".
+inline CLI::Validator at_most(double hi) {
+  const std::string want = "<= " + detail::flag_text(hi);
+  return CLI::Validator(
+      [hi, want](std::string& s) -> std::string {
+        const auto v = detail::flag_number(s);
+        if (!v || *v <= hi) return "";
+        return "must be " + want + ", got " + s;
+      },
+      want);
+}
+
 }  // namespace minfer::examples

@@ -154,7 +154,7 @@ int generate_main(int argc, char** argv, const GenerateProgram& program) {
     } else if (speculative && spec.n_draft + 1 > L.backend->batch_invariant_rows()) {
       std::fprintf(stderr, "warning: --draft-max %d: verify batches of %d rows are not batch-invariant on %s, so greedy "
                    "output may differ from plain decoding at near ties (up to %lld rows are)\n", spec.n_draft, spec.n_draft + 1,
-                   std::string(L.backend->name()).c_str(), static_cast<long long>(L.backend->batch_invariant_rows()));
+                   L.device_names().c_str(), static_cast<long long>(L.backend->batch_invariant_rows()));
     }
     std::optional<LoadedDraft> D;
     if (speculative) D.emplace(load_draft(draft_path, L));
@@ -202,7 +202,7 @@ int generate_main(int argc, char** argv, const GenerateProgram& program) {
     if (!json) {
       const auto& h = L.model->hparams();
       std::fprintf(stderr, "model: %s (%s, %d layers, n_embd %d) on %s, n_ctx %d, seed %llu\n", L.file->name().c_str(),
-                   h.arch.c_str(), h.n_layer, h.n_embd, std::string(L.backend->name()).c_str(), n_ctx,
+                   h.arch.c_str(), h.n_layer, h.n_embd, L.device_names().c_str(), n_ctx,
                    static_cast<unsigned long long>(sampler.seed()));
       if (D) {
         const auto& dh = D->model->hparams();
@@ -253,7 +253,7 @@ int generate_main(int argc, char** argv, const GenerateProgram& program) {
       j["ids"] = r.ids;
       j["text"] = r.text;
       j["stop_reason"] = r.stop_reason;
-      j["device"] = std::string(L.backend->name());
+      j["device"] = L.device_names();
       j["seed"] = sampler.seed();
       j["timings"] = timings_json(r);
       if (D) {

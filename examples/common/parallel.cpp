@@ -67,7 +67,7 @@ int run_parallel(const Loaded& L, const SessionParams& sparams, const ParallelRu
   std::fprintf(stderr,
                "%zu prompts, %d at a time on %s: %lld prompt + %lld generated tokens in %.2f s (%.1f tok/s generated, "
                "%lld forward passes, %lld preemptions)\n",
-               ids.size(), run.n_parallel, std::string(L.backend->name()).c_str(),
+               ids.size(), run.n_parallel, L.device_names().c_str(),
                static_cast<long long>(st.prompt_tokens), static_cast<long long>(st.generated_tokens), s,
                s > 0 ? static_cast<double>(st.generated_tokens) / s : 0.0, static_cast<long long>(st.steps),
                static_cast<long long>(st.preemptions));

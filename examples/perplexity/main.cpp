@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s: %zu tokens, n_ctx %d, scoring %d chunks on %s\n", file.c_str(), tokens.size(), sp.n_ctx,
                  chunks > 0 ? std::min<int>(chunks, static_cast<int>(tokens.size() / static_cast<size_t>(sp.n_ctx)))
                             : static_cast<int>(tokens.size() / static_cast<size_t>(sp.n_ctx)),
-                 std::string(L.backend->name()).c_str());
+                 L.device_names().c_str());
     auto r = perplexity(*runner, tokens, sp.n_ctx, chunks, [](int32_t c, double ppl) {
       std::fprintf(stderr, "[%d]%.4f ", c + 1, ppl);
       std::fflush(stderr);

@@ -71,12 +71,13 @@ void check_text_fits(size_t bytes, const ApiLimits& lim) {
                                  most / (lim.max_token_bytes * 4), lim.n_ctx_seq));
 }
 
-void check_prompt(const std::vector<int32_t>& ids, const ApiLimits& lim) {
-  if (ids.empty()) throw BadRequest("the prompt is empty (it encodes to no tokens)");
+// `which`: how the message names the prompt ("the prompt", "'prompt'[1]" of an array).
+void check_prompt(const std::vector<int32_t>& ids, const ApiLimits& lim, const std::string& which = "the prompt") {
+  if (ids.empty()) throw BadRequest(fmt::format("{} is empty (it encodes to no tokens)", which));
   if (static_cast<int64_t>(ids.size()) >= lim.n_ctx_seq)
-    throw BadRequest(fmt::format("the prompt has {} tokens but the context holds {} (one more is needed to generate; "
+    throw BadRequest(fmt::format("{} has {} tokens but the context holds {} (one more is needed to generate; "
                                  "raise -c or shorten the prompt)",
-                                 ids.size(), lim.n_ctx_seq));
+                                 which, ids.size(), lim.n_ctx_seq));
 }
 
 // "an integer", "a float", ...: what a refused element is, next to its value.
@@ -157,7 +158,8 @@ std::vector<std::vector<int32_t>> completion_prompts(const json& body, const tok
     throw BadRequest(fmt::format("'prompt' must be a string, an array of strings, token ids or arrays of token ids, got {}",
                                  shown(*p)));
   }
-  for (const auto& ids : out) check_prompt(ids, lim);
+  for (size_t i = 0; i < out.size(); ++i)
+    check_prompt(out[i], lim, out.size() > 1 ? fmt::format("'prompt'[{}]", i) : std::string("the prompt"));
   return out;
 }
 
@@ -385,9 +387,20 @@ std::string finish_reason(const GenerateResult& r) {
   return r.stop_reason == "eog" || r.stop_reason == "stop" ? "stop" : "length";
 }
 
+size_t logprobs_in_text(std::span<const TokenLogprob> lps, size_t text_bytes, size_t* lp_bytes,
+                        const tokenizer::Tokenizer& tok) {
+  size_t k = 0;
+  for (; k < lps.size() && *lp_bytes < text_bytes; ++k) *lp_bytes += tok.token_to_piece(lps[k].id, true).size();
+  return k;
+}
+
 std::span<const TokenLogprob> shown_logprobs(const GenerateResult& r, const tokenizer::Tokenizer& tok) {
   std::span<const TokenLogprob> lps = r.logprobs;
   if (r.stop_reason == "eog" && !lps.empty() && tok.is_eog(lps.back().id)) lps = lps.first(lps.size() - 1);
+  if (r.stop_reason == "stop") {
+    size_t at = 0;
+    lps = lps.first(logprobs_in_text(lps, r.text.size(), &at, tok));
+  }
   return lps;
 }
 

@@ -66,8 +66,15 @@ int json_depth(std::string_view text);
 std::string finish_reason(const GenerateResult& r);
 
 /// The log-probability entries a response shows for `r`: every generated token except an
-/// end-of-generation token that ended the run (it has no text).
+/// end-of-generation token that ended the run (it has no text) and the tokens of a stop string
+/// cut from the text (those that begin past it).
 std::span<const TokenLogprob> shown_logprobs(const GenerateResult& r, const tokenizer::Tokenizer& tok);
+/// How many leading entries of `lps` begin inside the first `text_bytes` bytes of the output text,
+/// when the first of them begins at byte *lp_bytes (advanced past the counted ones). A response
+/// shows only those: the tokens of a stop string that was cut from the text are not shown (as
+/// llama-server drops them), and a stream holds a token back until its text is sent.
+size_t logprobs_in_text(std::span<const TokenLogprob> lps, size_t text_bytes, size_t* lp_bytes,
+                        const tokenizer::Tokenizer& tok);
 
 struct ResponseMeta {
   std::string id;

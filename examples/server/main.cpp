@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "minfer-server: %s on %s, %d slots, queue %d, KV pool %d tokens (%d per sequence), prefix cache %s; "
                  "listening on http://%s:%d\n",
-                 L.file->name().c_str(), std::string(L.backend->name()).c_str(), e.n_parallel(), e.queue(), e.n_ctx_pool(),
+                 L.file->name().c_str(), L.device_names().c_str(), e.n_parallel(), e.queue(), e.n_ctx_pool(),
                  e.n_ctx_seq(), sp.engine.prefix_cache ? "on" : "off", host.c_str(), port);
     http.listen_after_bind();
     if (!leaving.exchange(true)) pthread_kill(stopper.native_handle(), SIGTERM);  // release the waiter

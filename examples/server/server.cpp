@@ -108,6 +108,10 @@ struct Server::Stream {
   bool started = false;
   std::vector<bool> reported;    // finish chunk sent
   std::vector<size_t> offsets;   // completions' text_offset per output
+  // Per output: logprobs whose text is not sent yet, the bytes of text sent, and where the first
+  // held logprob's text begins (logprobs_in_text).
+  std::vector<std::vector<TokenLogprob>> lp_held;
+  std::vector<size_t> text_bytes, lp_bytes;
   std::vector<GenerateResult> results;
   int32_t n_reported = 0;
 };
@@ -242,6 +246,9 @@ void Server::stream_response(httplib::Response& res, Job job, ResponseMeta meta,
   const auto n = static_cast<size_t>(task->n_outputs());
   st->reported.assign(n, false);
   st->offsets.assign(n, 0);
+  st->lp_held.assign(n, {});
+  st->text_bytes.assign(n, 0);
+  st->lp_bytes.assign(n, 0);
   st->results.resize(n);
   {
     std::lock_guard<std::mutex> lk(streams_mu_);
@@ -332,6 +339,19 @@ bool Server::stream_step(Stream& st, httplib::DataSink& sink) {
     task_done = t.done;
   }
   if (cancelled) return give_up();
+  // A logprob goes out with the chunk that sends the start of its token's text; at the end, the
+  // tokens of a stop string cut from the text are dropped.
+  for (Out& o : outs) {
+    const auto i = static_cast<size_t>(o.i);
+    auto& held = st.lp_held[i];
+    held.insert(held.end(), o.lps.begin(), o.lps.end());
+    st.text_bytes[i] += o.text.size();
+    size_t k = logprobs_in_text(held, st.text_bytes[i], &st.lp_bytes[i], *m_.tok);
+    if (o.finish && st.results[i].stop_reason != "stop") k = held.size();
+    o.lps.assign(held.begin(), held.begin() + static_cast<std::ptrdiff_t>(k));
+    held.erase(held.begin(), held.begin() + static_cast<std::ptrdiff_t>(k));
+    if (o.finish) held.clear();
+  }
   if (!error.empty()) {  // the text that came before the error, then the error, then [DONE]
     for (const Out& o : outs)
       if ((!o.text.empty() || !o.lps.empty()) &&

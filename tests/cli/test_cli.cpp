@@ -94,7 +94,8 @@ TEST(Cli, BadArgumentsExitWithOneAndHelpWithZero) {
   for (const auto& [flags, says] : {std::pair<std::string, std::string>{" -b 0", "--batch-size: must be >= 1, got 0"},
                                     {" -t -2", "--threads: must be >= 0, got -2"},
                                     {" -c -1", "--ctx-size: must be >= 0, got -1"},
-                                    {" --rope-scale 0", "--rope-scale: must be > 0, got 0"}}) {
+                                    {" --rope-scale 0", "--rope-scale: must be > 0, got 0"},
+                                    {" --min-p 2", "--min-p: must be <= 1, got 2"}}) {
     r = run(gen + flags + " --device cpu");
     EXPECT_EQ(r.code, 1) << flags << ": " << r.out;
     EXPECT_NE(r.out.find(says), std::string::npos) << flags << ": " << r.out;
@@ -140,6 +141,9 @@ TEST(Cli, SplitFlagsThatCannotWorkAreClearErrors) {
     EXPECT_EQ(r.code, 1) << flags << ": " << r.out;
     EXPECT_NE(r.out.find(says), std::string::npos) << flags << ": " << r.out;
   }
+  // -ts with one device is ignored, as llama.cpp does.
+  auto one = run(gen + m + " -ts 3,1 --device cpu");
+  EXPECT_EQ(one.code, 0) << one.out;
   // The default model has one KV head: it cannot be split in two.
   auto r = run(gen + " -n 2 --device cpu,cpu -sm tensor");
   EXPECT_EQ(r.code, 1) << r.out;

@@ -237,6 +237,21 @@ TEST(CliChat, MinusOneTokensRepliesUntilTheContextEnds) {
   EXPECT_NE(r.out.find("--n-predict: must be -1 (until the context ends) or >= 1, got 0"), std::string::npos) << r.out;
 }
 
+// Messages that cannot go in are named as the user typed them: an invalid byte at its offset in
+// the message (not in the rendered prompt), a system message too long for any question at start.
+TEST(CliChat, BadMessagesAreNamedAsTyped) {
+  auto r = run("printf 'hello\\377\\nhi\\n' | " + chat_bin + " -n 2 --temp 0 --device cpu");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("[your message is not valid UTF-8 (byte offset 5)]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" tok/s"), std::string::npos) << r.out;  // the next message is answered
+  std::string sys;
+  for (int i = 0; i < 100; ++i) sys += "sys ";
+  r = run("printf 'hi\\n' | " + chat_bin + " -c 64 -n 2 --device cpu --system '" + sys + "'");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("the system message makes a prompt of"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the context holds 64 (-c)"), std::string::npos) << r.out;
+}
+
 TEST(CliSmallOnes, PerplexityContextZeroAndNonFiniteResult) {
   const auto text = fixture("text/python-val.txt");
   if (text.empty()) GTEST_SKIP() << "fixtures not found under " << fixtures_dir();

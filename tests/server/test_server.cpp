@@ -395,6 +395,45 @@ TEST_F(ServerApi, LogprobsInOpenAIsShapes) {
   EXPECT_EQ(streamed, content);
 }
 
+// A stop string cut from the text takes its tokens' logprobs with it: a response shows the tokens
+// that begin inside its text (the first one of the stop string's may, when the text ends inside
+// it), streamed or not.
+TEST_F(ServerApi, LogprobsEndWithTheTextAStopStringCut) {
+  const json base = {{"prompt", "def fibonacci(n):\n    "}, {"max_tokens", 12}, {"temperature", 0}, {"logprobs", 1},
+                     {"ignore_eos", true}};
+  const json full = srv().post_json("/v1/completions", base)["choices"][0]["logprobs"];
+  std::vector<std::string> pieces;
+  for (const json& t : full["tokens"]) pieces.push_back(t.get<std::string>());
+  ASSERT_GE(pieces.size(), 6u);
+  // The stop string starts at the second byte of token k and runs into token k + 1.
+  std::string before;
+  size_t k = 1;
+  for (before = pieces[0]; k + 1 < pieces.size(); before += pieces[k++]) {
+    const std::string stop = pieces[k].substr(1) + pieces[k + 1];
+    if (pieces[k].size() >= 2 && (before + pieces[k]).find(stop) == std::string::npos) break;
+  }
+  ASSERT_LT(k + 1, pieces.size()) << "no token of two bytes or more in " << full.dump();
+  const std::string stop = pieces[k].substr(1) + pieces[k + 1];
+  const std::string text = before + pieces[k].substr(0, 1);
+  std::vector<std::string> want(pieces.begin(), pieces.begin() + static_cast<std::ptrdiff_t>(k) + 1);
+  json req = base;
+  req["stop"] = stop;
+  const json j = srv().post_json("/v1/completions", req)["choices"][0];
+  EXPECT_EQ(j["text"], text) << "stop " << json(stop).dump();
+  EXPECT_EQ(j["finish_reason"], "stop");
+  EXPECT_EQ(j["logprobs"]["tokens"], json(want)) << "stop " << json(stop).dump();
+  EXPECT_EQ(j["logprobs"]["text_offset"].size(), want.size());
+  req["stream"] = true;
+  auto r = srv().post("/v1/completions", req.dump());
+  ASSERT_TRUE(r);
+  json streamed = json::array();
+  for (const json& e : sse_events(r->body))
+    for (const json& ch : e.value("choices", json::array()))
+      if (ch.contains("logprobs") && !ch["logprobs"].is_null())
+        for (const json& t : ch["logprobs"]["tokens"]) streamed.push_back(t);
+  EXPECT_EQ(streamed, json(want)) << "stop " << json(stop).dump();
+}
+
 TEST_F(ServerApi, SamplingFieldsAndNoFixedCap) {
   const json base = {{"prompt", "x = "}, {"max_tokens", 12}, {"ignore_eos", true}};
   auto with = [&](json extra) {
