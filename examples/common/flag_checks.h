@@ -28,6 +28,18 @@ inline std::string flag_text(double v) {
   return o.str();
 }
 
+// A validator of number flags: what `ok` accepts passes (and what is not a number, which
+// CLI11's conversion reports); anything else is "must be <want>, got <value>".
+template <typename Ok>
+CLI::Validator number_check(const std::string& want, Ok ok) {
+  return CLI::Validator(
+      [want, ok](std::string& s) -> std::string {
+        const auto v = flag_number(s);
+        return !v || ok(*v) ? "" : "must be " + want + ", got " + s;
+      },
+      want);
+}
+
 }  // namespace detail
 
 /// Accepts numbers >= lo, and `also` when given (a special value: -n's -1 "until the context
@@ -35,37 +47,17 @@ inline std::string flag_text(double v) {
 inline CLI::Validator at_least(double lo, std::optional<double> also = std::nullopt, const std::string& also_means = "") {
   std::string want = ">= " + detail::flag_text(lo);
   if (also) want = detail::flag_text(*also) + (also_means.empty() ? "" : " (" + also_means + ")") + " or " + want;
-  return CLI::Validator(
-      [lo, also, want](std::string& s) -> std::string {
-        const auto v = detail::flag_number(s);
-        if (!v || *v >= lo || (also && *v == *also)) return "";
-        return "must be " + want + ", got " + s;
-      },
-      want);
+  return detail::number_check(want, [lo, also](double v) { return v >= lo || (also && v == *also); });
 }
 
 /// Accepts numbers > lo (real-valued flags: a scale, a frequency): "must be > 0, got 0".
 inline CLI::Validator above(double lo) {
-  const std::string want = "> " + detail::flag_text(lo);
-  return CLI::Validator(
-      [lo, want](std::string& s) -> std::string {
-        const auto v = detail::flag_number(s);
-        if (!v || *v > lo) return "";
-        return "must be " + want + ", got " + s;
-      },
-      want);
+  return detail::number_check("> " + detail::flag_text(lo), [lo](double v) { return v > lo; });
 }
 
 /// Accepts numbers <= hi (a probability: min-p above 1 would keep no token): "must be <= 1, got 2".
 inline CLI::Validator at_most(double hi) {
-  const std::string want = "<= " + detail::flag_text(hi);
-  return CLI::Validator(
-      [hi, want](std::string& s) -> std::string {
-        const auto v = detail::flag_number(s);
-        if (!v || *v <= hi) return "";
-        return "must be " + want + ", got " + s;
-      },
-      want);
+  return detail::number_check("<= " + detail::flag_text(hi), [hi](double v) { return v <= hi; });
 }
 
 }  // namespace minfer::examples

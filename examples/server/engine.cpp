@@ -14,10 +14,6 @@ constexpr auto kRateWindow = std::chrono::seconds(10);
 
 }  // namespace
 
-Engine::Engine(const Model& model, Backend& backend, const tokenizer::Tokenizer& tok, RunnerParams rp,
-               const EngineParams& p)
-    : Engine([&](const RunnerParams& r) { return std::make_unique<ModelRunner>(model, backend, r); }, tok, rp, p) {}
-
 Engine::Engine(const RunnerFactory& make_runner, const tokenizer::Tokenizer& tok, RunnerParams rp, const EngineParams& p)
     : params_(p) {
   if (params_.n_parallel < 1) throw std::invalid_argument(fmt::format("--parallel must be >= 1, got {}", params_.n_parallel));

@@ -114,11 +114,10 @@ struct EngineMetrics {
 
 class Engine {
  public:
-  /// Creates the runner (rp.n_seq_max is set to n_parallel) and the scheduler, and starts the
-  /// engine thread. Throws what ModelRunner's constructor throws.
-  Engine(const Model& model, Backend& backend, const tokenizer::Tokenizer& tok, RunnerParams rp, const EngineParams& p);
-  /// The same over the runner `make_runner` builds from rp (every rank of a tensor-parallel model).
   using RunnerFactory = std::function<std::unique_ptr<ModelRunner>(const RunnerParams&)>;
+  /// Creates the runner with `make_runner` (rp.n_seq_max set to n_parallel; every rank of a
+  /// tensor-parallel model: examples::Loaded::runner) and the scheduler, and starts the engine
+  /// thread. Throws what the runner's constructor throws.
   Engine(const RunnerFactory& make_runner, const tokenizer::Tokenizer& tok, RunnerParams rp, const EngineParams& p);
   /// Fails the tasks still held ("shutting down", 503) and joins the thread.
   ~Engine();

@@ -1,5 +1,8 @@
 #include "model_fixtures.h"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -34,6 +37,16 @@ std::shared_ptr<const gguf::File> open_fixture(const std::string& relative) {
   auto p = fixture(relative);
   if (p.empty()) return nullptr;
   return std::make_shared<const gguf::File>(p);
+}
+
+std::shared_ptr<const gguf::File> make_random_model(const quantize::MakeModelParams& p) {
+  static std::atomic<int> n{0};
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("minfer-random-model-" + std::to_string(::getpid()) + "-" + std::to_string(n++) + ".gguf");
+  quantize::make_model(p, path);
+  auto file = std::make_shared<const gguf::File>(path);
+  std::filesystem::remove(path);
+  return file;
 }
 
 }  // namespace minfer::test

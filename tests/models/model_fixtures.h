@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gguf/gguf.h"
+#include "quantize/mkmodel.h"
 #include "runtime/model.h"
 #include "tensor/backend.h"
 
@@ -26,5 +27,9 @@ std::vector<RefCase> load_refs(const std::string& model_dir);
 
 /// Opens a fixture GGUF (relative to the fixtures dir); nullptr when absent.
 std::shared_ptr<const gguf::File> open_fixture(const std::string& relative);
+
+/// quantize::make_model(p) written to a temporary file, opened and the file removed (the mapping
+/// stays valid): a random-weight model of any shape for a test.
+std::shared_ptr<const gguf::File> make_random_model(const quantize::MakeModelParams& p);
 
 }  // namespace minfer::test

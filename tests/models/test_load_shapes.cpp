@@ -22,6 +22,7 @@
 #include "common/test_util.h"
 #include "gguf/gguf.h"
 #include "gguf/writer.h"
+#include "model_fixtures.h"
 #include "models/registry.h"
 #include "ops/cpu/cpu_backend.h"
 #include "quantize/mkmodel.h"
@@ -53,12 +54,7 @@ std::shared_ptr<const gguf::File> small_model(const std::string& arch, const cha
   mp.target = quantize::parse_target(type);
   mp.seed = 7;
   mp.n_threads = 2;
-  const auto path = std::filesystem::temp_directory_path() /
-                    fmt::format("minfer-shapes-{}-{}-{}-{}.gguf", arch, type, tied, ::getpid());
-  quantize::make_model(mp, path);
-  auto file = std::make_shared<const gguf::File>(path);
-  std::filesystem::remove(path);  // the mapping stays valid
-  return file;
+  return make_random_model(mp);
 }
 
 // What rewrite() changes: tensor `name` gets shape `ne` (zero bytes of its dtype; absent in the

@@ -169,11 +169,7 @@ TEST(TensorParallel, RandomModelsShardedEqualUnsharded) {
     mp.seed = seed();
     mp.n_threads = 2;
     mp.stddev = 0.05f;
-    const auto path = std::filesystem::temp_directory_path() /
-                      fmt::format("minfer-tp-{}-{}-{}-{}.gguf", c.arch, c.type, c.n, ::getpid());
-    quantize::make_model(mp, path);
-    auto file = std::make_shared<const gguf::File>(path);
-    std::filesystem::remove(path);  // the mapping stays valid
+    auto file = make_random_model(mp);
     const std::string what = fmt::format("{} {} over {} ranks (seed {})", c.arch, c.type, c.n, seed());
     CpuBackend cpu(2);
     auto full = models::load(file, cpu);

@@ -150,6 +150,17 @@ inline std::vector<json> sse_events(const std::string& body, bool* done = nullpt
 }
 
 /// The text of a streamed completion or chat (choice `index`).
+/// The logprobs entries a stream sent, in order: each chunk's logprobs[field] ("content" for chat,
+/// "tokens" for completions) concatenated.
+inline json sse_logprobs(const std::vector<json>& events, const char* field) {
+  json out = json::array();
+  for (const json& e : events)
+    for (const json& ch : e.value("choices", json::array()))
+      if (ch.contains("logprobs") && !ch["logprobs"].is_null())
+        for (const json& x : ch["logprobs"][field]) out.push_back(x);
+  return out;
+}
+
 inline std::string sse_text(const std::vector<json>& events, int index = 0) {
   std::string text;
   for (const json& e : events) {

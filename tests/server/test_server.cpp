@@ -387,12 +387,7 @@ TEST_F(ServerApi, LogprobsInOpenAIsShapes) {
   stream_req["stream"] = true;
   auto r = srv().post("/v1/chat/completions", stream_req.dump());
   ASSERT_TRUE(r);
-  json streamed = json::array();
-  for (const json& e : sse_events(r->body))
-    for (const json& ch : e.value("choices", json::array()))
-      if (ch.contains("logprobs") && !ch["logprobs"].is_null())
-        for (const json& x : ch["logprobs"]["content"]) streamed.push_back(x);
-  EXPECT_EQ(streamed, content);
+  EXPECT_EQ(sse_logprobs(sse_events(r->body), "content"), content);
 }
 
 // A stop string cut from the text takes its tokens' logprobs with it: a response shows the tokens
@@ -426,12 +421,7 @@ TEST_F(ServerApi, LogprobsEndWithTheTextAStopStringCut) {
   req["stream"] = true;
   auto r = srv().post("/v1/completions", req.dump());
   ASSERT_TRUE(r);
-  json streamed = json::array();
-  for (const json& e : sse_events(r->body))
-    for (const json& ch : e.value("choices", json::array()))
-      if (ch.contains("logprobs") && !ch["logprobs"].is_null())
-        for (const json& t : ch["logprobs"]["tokens"]) streamed.push_back(t);
-  EXPECT_EQ(streamed, json(want)) << "stop " << json(stop).dump();
+  EXPECT_EQ(sse_logprobs(sse_events(r->body), "tokens"), json(want)) << "stop " << json(stop).dump();
 }
 
 TEST_F(ServerApi, SamplingFieldsAndNoFixedCap) {

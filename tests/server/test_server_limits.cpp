@@ -348,7 +348,8 @@ TEST(ServerLimits, StopBeforeListenStillStopsTheServer) {
 // the step already under way commits a token, then the request is cancelled and its blocks freed.
 TEST(ServerEngine, HangUpIsNoticedWithinOneStep) {
   auto& L = default_model();
-  server::Engine engine(*L.model, *L.backend, *L.tok, test_runner_params(), {.n_parallel = 4, .queue = 4});
+  server::Engine engine([&](const RunnerParams& r) { return L.runner(r); }, *L.tok, test_runner_params(),
+                        {.n_parallel = 4, .queue = 4});
   // A loopback TCP connection: the task holds the accepted end, the "client" the other.
   const int lsock = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
