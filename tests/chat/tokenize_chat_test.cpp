@@ -93,8 +93,9 @@ TEST_P(ChatInjection, SpecialTokensOnlyAtTemplatePositions) {
   size_t off = 0;
   for (size_t k = skip; k < ids.size(); ++k) {
     const std::string& piece = tok->token_to_piece(ids[k]);
-    if (is_special(*tok, ids[k]))
+    if (is_special(*tok, ids[k])) {
       for (size_t b = off; b < off + piece.size(); ++b) ASSERT_FALSE(evil.tainted_at(b)) << "token " << k << " '" << piece << "'";
+    }
     off += piece.size();
   }
   EXPECT_EQ(tok->decode(std::span<const int32_t>(ids).subspan(skip)), evil.s);
