@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <vector>
 
 #include "gguf/gguf.h"
 #include "ops/ops.h"
@@ -108,6 +109,26 @@ Tensor* Attention::forward(Context& ctx, Tensor* x, const Batch& b, KvCache& kv,
   return shard.split() ? ops::all_reduce(ctx, out) : out;
 }
 
+ShardRange ShardRange::load(Weights& W, std::string_view name, int64_t size) {
+  const Shard& s = W.shard();
+  if (size % s.n != 0)
+    throw std::invalid_argument(fmt::format("{}: {} indices do not split into {} equal ranges", name, size, s.n));
+  const int64_t n = size / s.n, first = s.rank * n;
+  std::vector<int32_t> local(static_cast<size_t>(size), 0);
+  std::vector<float> mask(static_cast<size_t>(size), 0.0f);
+  for (int64_t i = first; i < first + n; ++i) {
+    local[static_cast<size_t>(i)] = static_cast<int32_t>(i - first);
+    mask[static_cast<size_t>(i)] = 1.0f;
+  }
+  return {W.constant(fmt::format("{}.local", name), DType::I32, {1, size}, local.data()),
+          W.constant(fmt::format("{}.mask", name), DType::F32, {1, size}, mask.data())};
+}
+
+ShardRange::Lookup ShardRange::lookup(Context& ctx, Tensor* ids) const {
+  // A 2-D table [1, size] looked up by ids [n, b] gives [1, n, b].
+  return {reshape(ctx, ops::get_rows(ctx, local, ids), {ids->ne[0], ids->ne[1]}), ops::get_rows(ctx, mask, ids)};
+}
+
 SwiGluFfn SwiGluFfn::load(Weights& W, int il, const HParams& h) {
   const int64_t n_embd = h.n_embd, n_ff = h.n_ff;
   auto gu = W.get_concat_rows({{blk_name(il, "ffn_gate"), {n_embd, n_ff}}, {blk_name(il, "ffn_up"), {n_embd, n_ff}}},
@@ -133,8 +154,10 @@ MoeFfn MoeFfn::load(Weights& W, int il, const HParams& h, bool norm_topk_prob) {
   if (h.n_expert <= 0 || h.n_ff_exp <= 0 || h.n_expert_used <= 0)
     throw std::invalid_argument(fmt::format("{}: a MoE FFN needs {}.expert_count, expert_used_count and "
                                             "expert_feed_forward_length", W.file().name(), h.arch));
-  // Expert tensors are [n_in, n_out, n_expert].
-  auto exps = [&](const char* name, int64_t n_in, int64_t n_out) { return W.get(blk_name(il, name), {n_in, n_out, h.n_expert}); };
+  // Expert tensors are [n_in, n_out, n_expert]; a rank's are whole experts.
+  auto exps = [&](const char* name, int64_t n_in, int64_t n_out) {
+    return W.get_split(blk_name(il, name), Split::EXPERTS, {n_in, n_out, h.n_expert});
+  };
   MoeFfn f;
   f.router = W.get(blk_name(il, "ffn_gate_inp"), {h.n_embd, h.n_expert});
   f.gate_exps = exps("ffn_gate_exps", h.n_embd, h.n_ff_exp);
@@ -142,6 +165,8 @@ MoeFfn MoeFfn::load(Weights& W, int il, const HParams& h, bool norm_topk_prob) {
   f.down_exps = exps("ffn_down_exps", h.n_ff_exp, h.n_embd);
   f.k = h.n_expert_used;
   f.norm_topk_prob = norm_topk_prob;
+  f.shard = W.shard();
+  if (f.shard.split()) f.experts = ShardRange::load(W, fmt::format("blk.{}.ffn_exps", il), h.n_expert);
   return f;
 }
 
@@ -160,26 +185,47 @@ Tensor* MoeFfn::forward(Context& ctx, Tensor* x) const {
     Tensor* probs = ops::soft_max(ctx, logits, 1.0f);
     w = ops::get_rows(ctx, reshape(ctx, probs, {1, n_expert, n_tokens}), ids);
   }
+  w = reshape(ctx, w, {1, k, n_tokens});
+  if (shard.split()) {
+    // The rank's experts: ids mapped to its local ones (another rank's to a valid local expert),
+    // whose slots then weigh 0. Every slot is still computed: mul_mat_id has no skipped slot.
+    const ShardRange::Lookup l = experts.lookup(ctx, ids);
+    ids = l.ids;
+    w = ops::mul(ctx, w, l.mask);
+  }
   Tensor* x3 = reshape(ctx, x, {n_embd, 1, n_tokens});  // one activation row per token, for all k
   Tensor* hid = ops::swiglu(ctx, ops::mul_mat_id(ctx, gate_exps, ids, x3), ops::mul_mat_id(ctx, up_exps, ids, x3));
   Tensor* y = ops::mul_mat_id(ctx, down_exps, ids, hid);  // [n_embd, k, n_tokens]
-  y = ops::mul(ctx, y, reshape(ctx, w, {1, k, n_tokens}));
+  y = ops::mul(ctx, y, w);
   // Sum over the k slots (llama.cpp's build_moe_ffn does the same with views).
   auto slot = [&](int64_t j) { return view(ctx, y, {n_embd, n_tokens}, {y->nb[2]}, static_cast<size_t>(j) * y->nb[1]); };
   Tensor* out = slot(0);
   for (int64_t j = 1; j < k; ++j) out = ops::add(ctx, out, slot(j));
-  return out;
+  return shard.split() ? ops::all_reduce(ctx, out) : out;
 }
 
-Embedding Embedding::load(Weights& W, const HParams& h) { return {W.get("token_embd.weight", {h.n_embd, h.n_vocab})}; }
+Embedding Embedding::load(Weights& W, const HParams& h) {
+  Embedding e;
+  e.weight = W.get_split("token_embd.weight", Split::ROWS, {h.n_embd, h.n_vocab});
+  e.shard = W.shard();
+  if (e.shard.split()) e.vocab = ShardRange::load(W, "token_embd", h.n_vocab);
+  return e;
+}
 
-Tensor* Embedding::forward(Context& ctx, Tensor* tokens) const { return ops::get_rows(ctx, weight, tokens); }
+Tensor* Embedding::forward(Context& ctx, Tensor* tokens) const {
+  if (!shard.split()) return ops::get_rows(ctx, weight, tokens);
+  // Another rank's token reads local row 0 and is zeroed; the all-reduce adds the one rank's row.
+  const ShardRange::Lookup l = vocab.lookup(ctx, tokens);
+  Tensor* x = ops::mul(ctx, ops::get_rows(ctx, weight, l.ids), l.mask);  // [n_embd, n_tokens, 1]
+  return ops::all_reduce(ctx, reshape(ctx, x, {x->ne[0], x->ne[1]}));
+}
 
 LmHead LmHead::load(Weights& W, const HParams& h, const Embedding& tok_embd) {
   LmHead head;
   head.norm = RmsNorm::load(W, "output_norm.weight", h.n_embd, h.rms_eps);
-  head.output = W.find("output.weight", {h.n_embd, h.n_vocab});
-  if (!head.output) head.output = tok_embd.weight;  // tied embeddings
+  head.output = W.find_split("output.weight", Split::ROWS, {h.n_embd, h.n_vocab});
+  if (!head.output) head.output = tok_embd.weight;  // tied embeddings: the rank's rows of it when split
+  head.shard = W.shard();
   return head;
 }
 
@@ -187,7 +233,8 @@ Tensor* LmHead::forward(Context& ctx, Tensor* x, Tensor* out_rows) const {
   // Keep only the rows that need logits (the last token while generating) before the norm and
   // the vocabulary-sized matmul.
   x = ops::get_rows(ctx, x, out_rows);
-  return ops::mul_mat(ctx, output, norm.forward(ctx, x));  // [n_vocab, n_out]
+  Tensor* logits = ops::mul_mat(ctx, output, norm.forward(ctx, x));  // [n_vocab / N, n_out]
+  return shard.split() ? ops::all_gather(ctx, logits, shard.n) : logits;
 }
 
 }  // namespace minfer::models

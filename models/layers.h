@@ -117,6 +117,26 @@ struct Attention {
                     const AttentionParams& p) const;
 };
 
+/// An index space (the vocabulary, the experts) split in equal ranges over the ranks of a Shard,
+/// as Megatron's VocabParallelEmbedding splits the vocabulary and vLLM's expert_map the experts:
+/// rank r of n holds the global indices [r * size / n, (r + 1) * size / n). Two per-rank tables
+/// turn global indices into the rank's in the graph (two get_rows): no op knows about ranks.
+struct ShardRange {
+  Tensor* local = nullptr;  ///< I32 [1, size]: index - r * size / n inside the range, 0 outside
+  Tensor* mask = nullptr;   ///< f32 [1, size]: 1 inside the range, 0 outside
+
+  /// The tables of W.shard()'s range of `size` indices (size a multiple of the shard count,
+  /// HParams::for_shard checked it), W.constant()s named `name`.local / `name`.mask.
+  static ShardRange load(Weights& W, std::string_view name, int64_t size);
+
+  struct Lookup {
+    Tensor* ids;   ///< I32 of the ids' shape: the local index, 0 (a valid one) for another rank's
+    Tensor* mask;  ///< f32 [1, ids->ne[0], ids->ne[1]]: 1 for this rank's ids, 0 for the others'
+  };
+  /// ids: contiguous I32 [n] or [n, b] of global indices in [0, size).
+  Lookup lookup(Context& ctx, Tensor* ids) const;
+};
+
 /// The SwiGLU MLP (Transformers' LlamaMLP): down(silu(gate(x)) * up(x)).
 struct SwiGluFfn {
   Tensor* gate = nullptr;  ///< ffn_gate [n_embd, n_ff] } one concatenated tensor's row views
@@ -138,17 +158,26 @@ struct SwiGluFfn {
 /// their outputs are summed with the softmax weights of the picked experts (renormalized to sum 1
 /// when `norm_topk_prob`). Ops: mul_mat, top_k, get_rows, soft_max, mul_mat_id, swiglu, mul, add
 /// (docs/moe.md).
+///
+/// Tensor parallelism splits by expert: a rank holds n_expert / N whole experts, the router is
+/// replicated, so every rank picks the same k experts and weights per token. A rank maps the
+/// picked ids to its own (ShardRange), computes every slot with the mapped ids (another rank's
+/// expert becomes its local expert 0, a valid read) and zeroes the weights of the slots it does
+/// not hold; the all-reduce sums the ranks' contributions.
 struct MoeFfn {
   Tensor* router = nullptr;     ///< ffn_gate_inp [n_embd, n_expert]
-  Tensor* gate_exps = nullptr;  ///< ffn_gate_exps [n_embd, n_ff_exp, n_expert]
-  Tensor* up_exps = nullptr;    ///< ffn_up_exps [n_embd, n_ff_exp, n_expert]
-  Tensor* down_exps = nullptr;  ///< ffn_down_exps [n_ff_exp, n_embd, n_expert]
+  Tensor* gate_exps = nullptr;  ///< ffn_gate_exps [n_embd, n_ff_exp, n_expert / N]
+  Tensor* up_exps = nullptr;    ///< ffn_up_exps [n_embd, n_ff_exp, n_expert / N]
+  Tensor* down_exps = nullptr;  ///< ffn_down_exps [n_ff_exp, n_embd, n_expert / N]
   int32_t k = 0;                ///< experts per token (expert_used_count)
   bool norm_topk_prob = true;
+  Shard shard;                  ///< Weights::shard: with a split shard, the experts are the rank's
+  ShardRange experts;           ///< the rank's expert ids (split shards only)
 
-  /// Loads block il's router and expert tensors; throws std::invalid_argument when the file's
-  /// expert_count / expert_feed_forward_length are missing, std::runtime_error (Weights::get)
-  /// when a tensor has another shape than the above.
+  /// Loads block il's router and expert tensors (the rank's experts when Weights::shard is
+  /// split); throws std::invalid_argument when the file's expert_count /
+  /// expert_feed_forward_length are missing, std::runtime_error (Weights::get) when a tensor has
+  /// another shape than the above (with N = 1).
   static MoeFfn load(Weights& W, int il, const HParams& h, bool norm_topk_prob);
   /// x: f32 [n_embd, n_tokens] -> f32 [n_embd, n_tokens].
   Tensor* forward(Context& ctx, Tensor* x) const;
@@ -179,10 +208,15 @@ struct DecoderLayer {
 };
 
 /// Token embedding (Transformers' embed_tokens): token_embd.weight [n_embd, n_vocab], any dtype.
+/// Tensor parallelism splits it by vocabulary rows (Megatron's VocabParallelEmbedding): a rank
+/// holds n_vocab / N rows, looks up the tokens of its range (ShardRange), zeroes the others', and
+/// the all-reduce sums the ranks' rows (one rank's row plus zeros: the unsharded row's bits).
 struct Embedding {
-  Tensor* weight = nullptr;
+  Tensor* weight = nullptr;  ///< [n_embd, n_vocab / N]
+  Shard shard;               ///< Weights::shard
+  ShardRange vocab;          ///< the rank's token ids (split shards only)
 
-  /// token_embd.weight [h.n_embd, h.n_vocab].
+  /// token_embd.weight [h.n_embd, h.n_vocab] (the rank's rows when Weights::shard is split).
   static Embedding load(Weights& W, const HParams& h);
   /// tokens: I32 [n_tokens] -> f32 [n_embd, n_tokens].
   Tensor* forward(Context& ctx, Tensor* tokens) const;
@@ -190,13 +224,16 @@ struct Embedding {
 
 /// The model's end: the final RMSNorm (output_norm) and the LM head (output.weight), applied only
 /// to the rows that need logits. Tied embeddings (tie_word_embeddings: the converter writes no
-/// output.weight) project with the token embedding.
+/// output.weight) project with the token embedding. Tensor parallelism splits the head by
+/// vocabulary rows (a tied head is the split embedding): a rank computes the logits of its
+/// n_vocab / N tokens and ops::all_gather joins them in rank order, the whole logits on every rank.
 struct LmHead {
-  RmsNorm norm;            ///< output_norm
-  Tensor* output = nullptr;  ///< output.weight, or the token embedding when tied: [n_embd, n_vocab]
+  RmsNorm norm;              ///< output_norm
+  Tensor* output = nullptr;  ///< output.weight, or the token embedding when tied: [n_embd, n_vocab / N]
+  Shard shard;               ///< Weights::shard
 
   /// output_norm.weight (required, f32 [n_embd], epsilon h.rms_eps) and output.weight
-  /// [n_embd, n_vocab], or `tok_embd` when the file has none.
+  /// [n_embd, n_vocab] (the rank's rows when split), or `tok_embd` when the file has none.
   static LmHead load(Weights& W, const HParams& h, const Embedding& tok_embd);
   /// x: f32 [n_embd, n_tokens]; out_rows: I32 [n_out] rows of x -> logits f32 [n_vocab, n_out].
   Tensor* forward(Context& ctx, Tensor* x, Tensor* out_rows) const;

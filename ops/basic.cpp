@@ -13,7 +13,8 @@ Tensor* get_rows(Context& ctx, Tensor* table, Tensor* ids) {
   if (table->ne[3] != 1 || (table->ne[2] != 1 && table->ne[2] != ids->ne[1]))
     fail(Op::GET_ROWS, fmt::format("table {} must be 2-D, or 3-D with one table per column of ids {}",
                                    describe(*table), describe(*ids)));
-  return ctx.new_node(Op::GET_ROWS, DType::F32, {table->ne[0], ids->ne[0], ids->ne[1], 1}, {table, ids});
+  const DType out = table->type == DType::I32 ? DType::I32 : DType::F32;
+  return ctx.new_node(Op::GET_ROWS, out, {table->ne[0], ids->ne[0], ids->ne[1], 1}, {table, ids});
 }
 
 static Tensor* binary(Context& ctx, Op op, Tensor* a, Tensor* b) {

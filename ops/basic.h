@@ -8,7 +8,9 @@
 namespace minfer::ops {
 
 /// Embedding lookup. table [n_embd, n_rows] of any dtype (block dtypes dequantize), ids I32 [n]
-/// or [n, b] -> f32 [n_embd, n] (or [n_embd, n, b]). An id outside [0, n_rows) is a runtime error.
+/// or [n, b] -> f32 [n_embd, n] (or [n_embd, n, b]); an I32 table gives I32 rows, copied (as
+/// ggml_get_rows: an index lookup, e.g. a tensor-parallel rank's global-to-local id map). An id
+/// outside [0, n_rows) is a runtime error.
 /// A 3-D table [n_embd, n_rows, b] is a batch of tables, as ggml_get_rows: row (i, j) of the
 /// output is table[:, ids[i, j], j] (MoE routing gathers each token's selected probabilities so).
 Tensor* get_rows(Context& ctx, Tensor* table, Tensor* ids);

@@ -134,8 +134,11 @@ HParams HParams::for_shard(const Shard& shard) const {
   h.n_head = check(n_head, "attention.head_count");
   h.n_head_kv = check(n_head_kv, "attention.head_count_kv");
   h.n_ff = check(n_ff, "feed_forward_length");
-  if (n_expert > 0)
-    throw std::invalid_argument(fmt::format("{}: tensor parallelism does not split mixture-of-experts layers yet", arch));
+  // The vocab-parallel embedding / LM head and the expert split take equal ranges of rows and
+  // experts (no padded last shard); both counts stay whole in h: the logits are gathered whole,
+  // the router scores every expert.
+  check(n_vocab, "the vocabulary size");
+  if (n_expert > 0) check(n_expert, "expert_count");
   return h;
 }
 

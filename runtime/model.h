@@ -102,8 +102,10 @@ struct HParams {
   void check_rope() const;
 
   /// What one rank of `shard` computes: n_head, n_head_kv and n_ff divided by shard.n (the
-  /// column-parallel split of q/k/v and gate/up). Throws std::invalid_argument naming the value
-  /// that is not a multiple of shard.n.
+  /// column-parallel split of q/k/v and gate/up). n_vocab and n_expert stay whole (a rank's
+  /// vocabulary rows and experts are its Weights parts; the logits are gathered whole, the router
+  /// is replicated) but must divide too. Throws std::invalid_argument naming the value that is
+  /// not a multiple of shard.n.
   HParams for_shard(const Shard& shard) const;
 };
 

@@ -75,11 +75,13 @@ const gguf::TensorInfo& Weights::info(std::string_view name, const Shape& expect
 std::array<int64_t, 4> Weights::part_shape(const gguf::TensorInfo& i, Split split) const {
   std::array<int64_t, 4> ne{i.ne[0], i.ne[1], i.ne[2], i.ne[3]};
   if (!shard_.split() || split == Split::NONE) return ne;
-  // ROWS splits ne[1] of a matrix, ne[0] of a vector (a bias has one element per output row).
-  const int dim = split == Split::COLUMNS || i.n_dims == 1 ? 0 : 1;
-  if (i.ne[2] != 1 || i.ne[3] != 1)
-    throw std::invalid_argument(fmt::format("{}: tensor '{}' [{}] has more than 2 dims and cannot be split over {} ranks",
-                                            file_->name(), i.name, fmt::join(ne, ", "), shard_.n));
+  // ROWS splits ne[1] of a matrix, ne[0] of a vector (a bias has one element per output row);
+  // EXPERTS ne[2] of a stack of expert matrices.
+  const int dim = split == Split::EXPERTS ? 2 : split == Split::COLUMNS || i.n_dims == 1 ? 0 : 1;
+  if (split == Split::EXPERTS ? i.n_dims != 3 : i.ne[2] != 1 || i.ne[3] != 1)
+    throw std::invalid_argument(fmt::format("{}: tensor '{}' [{}] has {} dims and cannot be split {} over {} ranks",
+                                            file_->name(), i.name, fmt::join(ne, ", "), i.n_dims,
+                                            split == Split::EXPERTS ? "by expert" : "by rows or columns", shard_.n));
   if (ne[static_cast<size_t>(dim)] % shard_.n != 0)
     throw std::invalid_argument(fmt::format("{}: dim {} of tensor '{}' ({}) is not a multiple of the {} tensor-parallel ranks",
                                             file_->name(), dim, i.name, ne[static_cast<size_t>(dim)], shard_.n));
@@ -97,10 +99,12 @@ void Weights::upload_part(Tensor& dst, size_t offset, const gguf::TensorInfo& i,
   const int64_t rows = ne[1] * ne[2] * ne[3];
   const auto r = static_cast<size_t>(shard_.rank);
   if (ne[0] == i.ne[0] || rows == 1) {
-    // The whole tensor, a range of whole rows (ROWS of a matrix) or of one row (a vector's ROWS):
-    // one contiguous span of the file, uploaded as it lies.
-    const size_t first = ne[1] != i.ne[1] ? r * static_cast<size_t>(ne[1]) * row : ne[0] != i.ne[0] ? r * part_row : 0;
-    backend_.set_tensor(dst, i.data + first, offset, part_row * static_cast<size_t>(rows));
+    // The whole tensor, or a range of the outermost split dim: whole rows (ROWS of a matrix),
+    // whole experts (EXPERTS) or part of one row (a vector's ROWS). One contiguous span of the
+    // file, rank r's the r-th, uploaded as it lies.
+    const size_t bytes = part_row * static_cast<size_t>(rows);
+    const bool whole = ne == std::array<int64_t, 4>{i.ne[0], i.ne[1], i.ne[2], i.ne[3]};
+    backend_.set_tensor(dst, i.data + (whole ? 0 : r * bytes), offset, bytes);
     return;
   }
   // COLUMNS: the rank's piece of every row, gathered, then one upload.
@@ -121,6 +125,24 @@ Tensor* Weights::get_split(std::string_view name, Split split, const Shape& expe
   upload_part(*t, 0, i, split);
   if (!backend_.is_host()) device_bytes_ += t->nbytes();
   by_name_.emplace(i.name, t);
+  return t;
+}
+
+Tensor* Weights::find_split(std::string_view name, Split split, const Shape& expected) {
+  return file_->find_tensor(name) ? get_split(name, split, expected) : nullptr;
+}
+
+Tensor* Weights::constant(std::string_view name, DType type, const Shape& shape, const void* data) {
+  if (dtype_is_quantized(type) || shape.empty() || shape.size() > 4)
+    throw std::invalid_argument(fmt::format("weights: constant '{}' must be a non-block dtype of 1 to 4 dims", name));
+  std::array<int64_t, 4> ne{1, 1, 1, 1};
+  std::copy(shape.begin(), shape.end(), ne.begin());
+  Tensor* t = ctx_.new_tensor(type, ne, name);
+  t->flags |= kTensorWeight;
+  buffers_.push_back(backend_.alloc_buffer(t->nbytes()));
+  bind_tensor(*t, *buffers_.back(), 0);
+  backend_.set_tensor(*t, data, 0, t->nbytes());
+  if (!backend_.is_host()) device_bytes_ += t->nbytes();
   return t;
 }
 

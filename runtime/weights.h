@@ -35,11 +35,13 @@ struct Shard {
 
 /// How a weight is split over the ranks of a Shard.
 enum class Split {
-  NONE,     ///< every rank holds all of it (norms, the embedding, the LM head)
-  ROWS,     ///< column-parallel: rows (ne[1]) of [K, M], i.e. output features (q/k/v, gate/up);
-            ///< a 1-D tensor (a bias) splits its elements the same way
+  NONE,     ///< every rank holds all of it (norms, the MoE router)
+  ROWS,     ///< column-parallel: rows (ne[1]) of [K, M], i.e. output features (q/k/v, gate/up,
+            ///< the vocab-parallel embedding and LM head); a 1-D tensor (a bias) splits its
+            ///< elements the same way
   COLUMNS,  ///< row-parallel: the K (ne[0]) elements of every row (attention output, down); the
             ///< rank's outputs are partial sums for ops::all_reduce
+  EXPERTS,  ///< expert-parallel: whole experts (ne[2]) of [K, M, n_expert] (ffn_*_exps)
 };
 
 class Weights {
@@ -63,12 +65,21 @@ class Weights {
   /// Like get(), or nullptr when the file has no such tensor (a present one is still checked).
   Tensor* find(std::string_view name, const Shape& expected);
 
-  /// This rank's part of tensor `name` (get() when the shard is not split or `split` is NONE).
-  /// Throws std::runtime_error when the tensor is absent or not of shape `expected` (checked on
-  /// the whole tensor, first), std::invalid_argument when the split dimension is not a multiple
-  /// of the shard count or (COLUMNS) a rank's part would cut a quantization block, naming the
-  /// tensor.
+  /// This rank's part of tensor `name` (get() when the shard is not split or `split` is NONE):
+  /// rank r of n holds the r-th of n equal ranges of the split dimension. Throws
+  /// std::runtime_error when the tensor is absent or not of shape `expected` (checked on the
+  /// whole tensor, first), std::invalid_argument when the split dimension is not a multiple of
+  /// the shard count, when ROWS / COLUMNS meet a tensor of more than 2 dims (EXPERTS: of other
+  /// than 3), or (COLUMNS) a rank's part would cut a quantization block, naming the tensor.
   Tensor* get_split(std::string_view name, Split split, const Shape& expected);
+  /// Like get_split(), or nullptr when the file has no such tensor (an untied output.weight).
+  Tensor* find_split(std::string_view name, Split split, const Shape& expected);
+
+  /// A tensor that is not in the file but derived from its hyper-parameters at load (a rank's
+  /// index maps, models/layers.h ShardRange): `data` (row-major, shape's element count of `type`,
+  /// not a block dtype) copied into backend memory, named `name` for messages. Lives as long as
+  /// the weights; not a file tensor (unused() does not list it).
+  Tensor* constant(std::string_view name, DType type, const Shape& shape, const void* data);
 
   /// A tensor get_concat_rows() loads: its name and expected shape, as for get().
   struct Part {
@@ -99,7 +110,7 @@ class Weights {
   // The shape of this rank's part of `i` (the whole tensor when not split), checked.
   std::array<int64_t, 4> part_shape(const gguf::TensorInfo& i, Split split) const;
   // Writes this rank's part of `i` into `dst` at byte `offset`: straight from the file when the
-  // part is contiguous there (everything but COLUMNS), else gathered row by row first.
+  // part is contiguous there (everything but COLUMNS of a matrix), else gathered row by row first.
   void upload_part(Tensor& dst, size_t offset, const gguf::TensorInfo& i, Split split);
 
   std::shared_ptr<const gguf::File> file_;

@@ -1,10 +1,11 @@
-// Collectives: the ranks of one tensor-parallel group summing their partial results.
+// Collectives: the ranks of one tensor-parallel group summing or gathering their partial results.
 //
 // Tensor parallelism (Megatron-LM, Shoeybi et al. 2019) splits a layer's column-parallel matmuls
 // (q/k/v, gate/up) and row-parallel matmuls (attention output, down) over N ranks; each rank
-// holds a partial sum of the row-parallel outputs, and an all-reduce adds them. The graph records
-// that as ops::all_reduce (Op::ALL_REDUCE); a backend that belongs to a group (Backend::join)
-// runs it through the group's Collective.
+// holds a partial sum of the row-parallel outputs, and an all-reduce adds them. The vocab-parallel
+// LM head leaves each rank a slice of the logits, which an all-gather joins. The graph records
+// those as ops::all_reduce / ops::all_gather (Op::ALL_REDUCE, Op::ALL_GATHER); a backend that
+// belongs to a group (Backend::join) runs them through the group's Collective.
 #pragma once
 
 #include <condition_variable>
@@ -25,7 +26,13 @@ class Collective {
   /// so every rank gets the same bits. The ranks' calls pair up in call order and must agree on
   /// n (std::invalid_argument otherwise, on every rank). Blocks until all ranks have called.
   virtual void all_reduce_sum(int rank, float* data, size_t n) = 0;
-  /// A rank failed and will not call again: every waiting and later all_reduce_sum throws
+  /// Rank `rank` hands in host f32 `send` [n]; when every rank has called, each one's `recv`
+  /// [n_ranks() * n] holds every rank's data in rank order (rank r's at r * n), as NCCL's
+  /// ncclAllGather. send and recv must not overlap. The calls pair up in call order with the
+  /// all-reduces and must agree on n (std::invalid_argument otherwise, on every rank). Blocks
+  /// until all ranks have called.
+  virtual void all_gather(int rank, const float* send, size_t n, float* recv) = 0;
+  /// A rank failed and will not call again: every waiting and later collective call throws
   /// std::runtime_error instead of waiting forever. The group stays unusable.
   virtual void abort() = 0;
 };
@@ -38,18 +45,21 @@ class HostCollective final : public Collective {
   explicit HostCollective(int n_ranks);
   int n_ranks() const override { return n_; }
   void all_reduce_sum(int rank, float* data, size_t n) override;
+  void all_gather(int rank, const float* send, size_t n, float* recv) override;
   void abort() override;
 
  private:
-  // A reusable barrier: waits until all n_ ranks arrived in this phase.
-  void barrier(std::unique_lock<std::mutex>& lk);
+  // A reusable barrier: waits until all n_ ranks arrived in this phase. `what` names the
+  // collective in the error thrown when another rank aborted.
+  void barrier(std::unique_lock<std::mutex>& lk, const char* what);
+  void check_rank(int rank, const char* what) const;
 
   const int n_;
   std::mutex mu_;
   std::condition_variable cv_;
   int arrived_ = 0;
   uint64_t phase_ = 0;
-  std::vector<float*> data_;
+  std::vector<const float*> data_;
   std::vector<size_t> sizes_;
   std::vector<float> sum_;
   bool mismatch_ = false;

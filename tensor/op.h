@@ -36,6 +36,7 @@ enum class Op : int32_t {
   TOP_K,       // ids of the k largest values of each row (MoE routing)
   MUL_MAT_ID,  // each token's activations times its selected experts' weights (MoE)
   ALL_REDUCE,  // the element-wise sum of src[0] over the ranks of the backend's group
+  ALL_GATHER,  // the ranks' src[0] concatenated along dim 0, in rank order
 
   // Fused ops: no builder makes them. A backend's graph rewrite (Backend::rewrite) creates them
   // from patterns of basic ops before allocation, for its own kernels; the CUDA patterns and

@@ -102,6 +102,7 @@ std::string_view op_name(Op op) {
     case Op::TOP_K: return "TOP_K";
     case Op::MUL_MAT_ID: return "MUL_MAT_ID";
     case Op::ALL_REDUCE: return "ALL_REDUCE";
+    case Op::ALL_GATHER: return "ALL_GATHER";
     case Op::FFN_SWIGLU: return "FFN_SWIGLU";
     case Op::QKV: return "QKV";
     case Op::MUL_MAT_ADD: return "MUL_MAT_ADD";

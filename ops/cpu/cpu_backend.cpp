@@ -118,6 +118,7 @@ const std::array<Kernel, kOpCount>& kernel_table() {
     set(Op::TOP_K, k_top_k);
     set(Op::MUL_MAT_ID, k_mul_mat_id);
     set(Op::ALL_REDUCE, k_all_reduce);
+    set(Op::ALL_GATHER, k_all_gather);
     return t;
   }();
   return table;

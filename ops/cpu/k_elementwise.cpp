@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "ops/cpu/kernels.h"
-#include "tensor/collective.h"
 #include "tensor/quants.h"
 
 namespace minfer::cpu {
@@ -72,8 +71,10 @@ void k_get_rows(KernelContext& kc, Tensor& dst) {
                                                          i2 * ids.nb[1]);
     if (id < 0 || id >= n_rows)
       throw OpError(fmt::format("GET_ROWS: id {} outside [0, {}) of {}", id, n_rows, describe(table)));
-    float* rd = reinterpret_cast<float*>(row_ptr(dst, i1, i2, 0));
-    dequantize_row(table.type, row_ptr(table, id, table.ne[2] > 1 ? i2 : 0, 0), rd, table.ne[0]);
+    const char* row = row_ptr(table, id, table.ne[2] > 1 ? i2 : 0, 0);
+    char* rd = row_ptr(dst, i1, i2, 0);
+    if (table.type == DType::I32) std::memcpy(rd, row, static_cast<size_t>(table.ne[0]) * sizeof(int32_t));
+    else dequantize_row(table.type, row, reinterpret_cast<float*>(rd), table.ne[0]);
   });
 }
 
@@ -164,17 +165,6 @@ void k_argmax(KernelContext& kc, Tensor& dst) {
       static_cast<int32_t*>(dst.data)[r] = best;
     }
   });
-}
-
-// The source gathered into dst (contiguous f32), then summed over the group in place.
-void k_all_reduce(KernelContext& kc, Tensor& dst) {
-  const Tensor& x = *dst.src[0];
-  for_each_row(kc, x, 8, [&](int64_t i1, int64_t i2, int64_t i3) {
-    const char* in = row_ptr(x, i1, i2, i3);
-    auto* out = reinterpret_cast<float*>(row_ptr(dst, i1, i2, i3));
-    for (int64_t i = 0; i < x.ne[0]; ++i) out[i] = *reinterpret_cast<const float*>(in + i * x.nb[0]);
-  });
-  if (kc.group) kc.group->all_reduce_sum(kc.rank, static_cast<float*>(dst.data), static_cast<size_t>(dst.nelements()));
 }
 
 }  // namespace minfer::cpu

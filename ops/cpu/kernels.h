@@ -47,6 +47,7 @@ void k_attention(KernelContext&, Tensor&);
 void k_top_k(KernelContext&, Tensor&);
 void k_mul_mat_id(KernelContext&, Tensor&);
 void k_all_reduce(KernelContext&, Tensor&);
+void k_all_gather(KernelContext&, Tensor&);
 
 // ---- element access helpers ----
 

@@ -285,7 +285,9 @@ __global__ void argmax_kernel(TD a, int32_t* dst) {
 
 bool s_get_rows(const Tensor& dst) {
   const Tensor& table = *dst.src[0];
-  if (!device_decodable(table.type)) return false;
+  // An I32 table gives I32 rows (ops::get_rows: the tensor-parallel id maps); the kernel writes
+  // f32. Not needed before the CUDA collective exists (docs/tensor-parallel.md).
+  if (table.type == DType::I32 || !device_decodable(table.type)) return false;
   return dtype_is_quantized(table.type) ? table.nb[0] == dtype_type_size(table.type) : true;
 }
 
@@ -295,7 +297,7 @@ void k_get_rows(KernelContext& kc, Tensor& dst) {
   switch (table.type) {
 #define MINFER_CASE(T) \
   case DType::T: return launch_get_rows<DType::T>(kc, table, ids, dst);
-    MINFER_CASE(F32) MINFER_CASE(F16) MINFER_CASE(BF16) MINFER_CASE(I32)
+    MINFER_CASE(F32) MINFER_CASE(F16) MINFER_CASE(BF16)
     MINFER_CASE(Q4_0) MINFER_CASE(Q4_1) MINFER_CASE(Q5_0) MINFER_CASE(Q5_1) MINFER_CASE(Q8_0) MINFER_CASE(Q8_1)
     MINFER_CASE(Q2_K) MINFER_CASE(Q3_K) MINFER_CASE(Q4_K) MINFER_CASE(Q5_K) MINFER_CASE(Q6_K) MINFER_CASE(Q8_K)
 #undef MINFER_CASE

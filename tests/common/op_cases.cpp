@@ -160,9 +160,11 @@ std::vector<Probe> op_probes(Context& c) {
       add(fmt::format("CPY {} -> {}", dtype_name(from), dtype_name(to)), [&] { return ops::cast(c, t(from, {256, 2}), to); });
   add("CPY q4_K -> q4_K (raw rows)", [&] { return ops::cast(c, t(DType::Q4_K, {256, 2}), DType::Q4_K); });
   add("GET_ROWS 3-D table", [&] { return ops::get_rows(c, t(DType::F32, {1, 8, 3}), t(DType::I32, {2, 3})); });
+  add("GET_ROWS i32", [&] { return ops::get_rows(c, t(DType::I32, {1, 8}), pos); });
   add("TOP_K", [&] { return ops::top_k(c, t(DType::F32, {8, 4}), 2); });
   add("ARGMAX", [&] { return ops::argmax(c, t(DType::F32, {64, 4})); });
   add("ALL_REDUCE", [&] { return ops::all_reduce(c, t(DType::F32, {64, 4})); });
+  add("ALL_GATHER", [&] { return ops::all_gather(c, t(DType::F32, {64, 4}), 1); });
   for (DType a : kActs) {
     const std::string an(dtype_name(a));
     add("SCALE " + an, [&] { return ops::scale(c, t(a, {64, 4}), 2.0f); });

@@ -1,8 +1,10 @@
 // Tensor parallelism computed rank by rank on CPU backends (one thread each, a HostCollective):
-// the sharded forward of each f16 fixture meets the Hugging Face references (logits and the
+// the sharded forward of each f16 fixture (dense and MoE; vocab-parallel embedding and LM head,
+// tied and untied; experts split by rank) meets the Hugging Face references (logits and the
 // greedy continuation, as the unsharded model does), equals the unsharded forward within the
-// rounding of the reordered sums for several sequences in one batch, and shapes the shard count
-// does not divide are refused with a message naming the value.
+// rounding of the reordered sums for several sequences in one batch and for random-weight models
+// over 2 and 4 ranks, and shapes the shard count does not divide are refused with a message
+// naming the value.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -59,10 +61,11 @@ double rel_diff(std::span<const float> a, std::span<const float> b) {
   return md / scale;
 }
 
-// The f16 fixtures with 4 heads / 2 KV heads (2 ranks): Qwen2 (q/k/v biases) and Llama (rope
-// frequency factors). Qwen3's q/k norms run through the random-weight model below (qwen3-s has
-// no f16 file, qwen3-xs one KV head).
-const char* const kFixtures[] = {"qwen2-s", "llama-s"};
+// The f16 fixtures with 4 heads / 2 KV heads (2 ranks): Qwen2 (q/k/v biases, tied embeddings),
+// Llama (rope frequency factors, untied) and Qwen3-MoE (8 experts, top-2: 4 experts a rank).
+// Qwen3's q/k norms run through the random-weight models below (qwen3-s has no f16 file,
+// qwen3-xs one KV head). Every vocabulary is 8192 (4096 rows a rank).
+const char* const kFixtures[] = {"qwen2-s", "llama-s", "qwen3moe-s"};
 
 TEST(TensorParallel, ShardedForwardMeetsTheReferences) {
   for (const char* name : kFixtures) {
@@ -136,41 +139,59 @@ double nmse_of(std::span<const float> a, std::span<const float> b) {
   return den > 0 ? num / den : num;
 }
 
-// Random-weight models (quantize::make_model, a fresh seed) of a shape every count here divides:
-// 8 heads / 4 KV heads of 64, n_embd 512, n_ff 1024. Qwen3 (q/k norms) in f16 over 2 and 4 ranks
-// and Q5_0 over 4, Llama in f16 and Q4_K_M (K-quant blocks of 256 stay whole) over 2, Qwen2 in
-// Q8_0 over 4: a prefill
-// of random tokens, then decode steps, each rank count against the unsharded model. In f16 the
-// sums are the same ones reordered: max |diff| ~1e-6 relative. Block-quantized weights take 8-bit
-// activations (Q8_0 / Q8_K), and a residual that differs in its last bit (the reordered sums) can
-// round an activation element to the neighbouring step: at some steps the logits then move by up
-// to ~1e-2 relative (NMSE up to ~2e-4 measured), at others they match to the bit. Those models
-// are held to NMSE 1e-3: a misplaced block or head would give NMSE ~1.
+// A random-weight model (quantize::make_model, a fresh seed) of a shape every rank count here
+// divides: 8 heads / 4 KV heads of 64, n_embd 512, n_ff 1024, a vocabulary of 700 (350 or 175
+// rows a rank); qwen3moe: 8 experts of 256 rows, 3 a token (k 3: the ranks' slot sums reorder).
+quantize::MakeModelParams random_shape(const char* arch, const char* type, bool tied) {
+  quantize::MakeModelParams mp;
+  mp.shape.name = "tp-test";
+  mp.shape.arch = arch;
+  mp.shape.n_embd = 512;
+  mp.shape.n_layer = 2;
+  mp.shape.n_head = 8;
+  mp.shape.n_head_kv = 4;
+  mp.shape.head_dim = 64;
+  mp.shape.n_ff = 1024;
+  mp.shape.n_vocab = 700;
+  mp.shape.n_ctx_train = 4096;
+  mp.shape.tied = tied;
+  if (std::string(arch) == "qwen3moe") {
+    mp.shape.n_expert = 8;
+    mp.shape.n_expert_used = 3;
+    mp.shape.n_ff_exp = 256;
+  }
+  mp.target = quantize::parse_target(type);
+  mp.seed = seed();
+  mp.n_threads = 2;
+  mp.stddev = 0.05f;
+  return mp;
+}
+
+// Random-weight models (random_shape): Qwen3 (q/k norms) in f16 over 2 and 4 ranks and Q5_0 over
+// 4, Llama in f16 and Q4_K_M (K-quant blocks of 256 stay whole) over 2, Qwen2 with tied
+// embeddings in f16 and Q8_0 over 4, Qwen3-MoE in f16 over 2 and 4 (tied over 4), Q4_K_M over 2
+// and Q8_0 over 4: a prefill of random tokens, then decode steps, each rank count against the
+// unsharded model.
+// In f16 the sums are the same ones reordered: max |diff| ~1e-6 relative. Block-quantized weights
+// take 8-bit activations (Q8_0 / Q8_K), and a residual that differs in its last bit (the
+// reordered sums) can round an activation element to the neighbouring step: at some steps the
+// logits then move by up to ~1e-2 relative (NMSE up to ~2e-4 measured), at others they match to
+// the bit. Those models are held to NMSE 1e-3: a misplaced block, head, vocabulary row or expert
+// would give NMSE ~1.
 TEST(TensorParallel, RandomModelsShardedEqualUnsharded) {
   struct Case {
     const char* arch;
     const char* type;
     int n;
+    bool tied = false;
   };
   for (const Case& c : {Case{"qwen3", "F16", 2}, Case{"qwen3", "F16", 4}, Case{"llama", "F16", 2},
-                        Case{"llama", "Q4_K_M", 2}, Case{"qwen2", "Q8_0", 4}, Case{"qwen3", "Q5_0", 4}}) {
-    quantize::MakeModelParams mp;
-    mp.shape.name = "tp-test";
-    mp.shape.arch = c.arch;
-    mp.shape.n_embd = 512;
-    mp.shape.n_layer = 2;
-    mp.shape.n_head = 8;
-    mp.shape.n_head_kv = 4;
-    mp.shape.head_dim = 64;
-    mp.shape.n_ff = 1024;
-    mp.shape.n_vocab = 700;
-    mp.shape.n_ctx_train = 4096;
-    mp.target = quantize::parse_target(c.type);
-    mp.seed = seed();
-    mp.n_threads = 2;
-    mp.stddev = 0.05f;
-    auto file = make_random_model(mp);
-    const std::string what = fmt::format("{} {} over {} ranks (seed {})", c.arch, c.type, c.n, seed());
+                        Case{"llama", "Q4_K_M", 2}, Case{"qwen2", "F16", 4, true}, Case{"qwen2", "Q8_0", 4, true},
+                        Case{"qwen3", "Q5_0", 4}, Case{"qwen3moe", "F16", 2}, Case{"qwen3moe", "F16", 4},
+                        Case{"qwen3moe", "F16", 4, true}, Case{"qwen3moe", "Q4_K_M", 2}, Case{"qwen3moe", "Q8_0", 4}}) {
+    auto file = make_random_model(random_shape(c.arch, c.type, c.tied));
+    const std::string what =
+        fmt::format("{} {}{} over {} ranks (seed {})", c.arch, c.type, c.tied ? " tied" : "", c.n, seed());
     CpuBackend cpu(2);
     auto full = models::load(file, cpu);
     TpModel tp(file, c.n);
@@ -211,7 +232,26 @@ TEST(TensorParallel, ShapesTheRanksDoNotDivideAreRefused) {
   expect_refusal("qwen2-s/qwen2-s-f16.gguf", 3, "attention.head_count (4) to be a multiple of 3");
   // attn_output rows of 256 elements: 128 per rank would cut a Q4_K block of 256.
   expect_refusal("qwen2-s/qwen2-s-Q4_K_M.gguf", 2, "would cut a");
-  expect_refusal("qwen3moe-s/qwen3moe-s-f16.gguf", 2, "mixture-of-experts");
+}
+
+// Equal ranges of vocabulary rows and experts (no padded last shard): a count the ranks do not
+// divide is refused at load, naming it.
+TEST(TensorParallel, VocabulariesAndExpertsTheRanksDoNotDivideAreRefused) {
+  auto expect_refusal = [](quantize::MakeModelParams mp, int n, const std::string& says) {
+    auto file = make_random_model(mp);
+    try {
+      TpModel tp(file, n);
+      ADD_FAILURE() << mp.shape.arch << " over " << n << " ranks loaded";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  auto odd_vocab = random_shape("qwen2", "F16", true);
+  odd_vocab.shape.n_vocab = 701;
+  expect_refusal(odd_vocab, 2, "the vocabulary size (701) to be a multiple of 2");
+  auto odd_experts = random_shape("qwen3moe", "F16", false);
+  odd_experts.shape.n_expert = 6;
+  expect_refusal(odd_experts, 4, "expert_count (6) to be a multiple of 4");
 }
 
 TEST(TensorParallel, TheRunnerChecksItsRanks) {

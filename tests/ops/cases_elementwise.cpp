@@ -177,6 +177,32 @@ void get_rows_cases(std::vector<OpCase>& v) {
         };
         return r;  // exact: rows decode as dequantize_row decodes them
       }});
+  // An I32 table gives its rows as I32, copied (an output written as f32 bits would read back
+  // as other integers). The comparison is in f32: values past 2^24 are compared rounded.
+  for (bool two_d : {false, true})
+    v.push_back({fmt::format("get_rows_i32{}", two_d ? "_ids2d" : ""), [=] {
+      const int64_t n_embd = 3, n_rows = 37;
+      CaseRun r;
+      r.init = [=](Tensor& leaf) {
+        auto* p = static_cast<int32_t*>(leaf.data);
+        const bool table = leaf.ne[0] == n_embd;
+        for (int64_t i = 0; i < leaf.nelements(); ++i)
+          p[i] = static_cast<int32_t>(table ? rand_int(-(1 << 30), 1 << 30) : rand_int(0, n_rows - 1));
+      };
+      r.build = [=](Context& c) {
+        Tensor* table = c.new_tensor(DType::I32, {n_embd, n_rows});
+        Tensor* ids = two_d ? c.new_tensor(DType::I32, {7, 3}) : c.new_tensor(DType::I32, {33});
+        return Built{ops::get_rows(c, table, ids), {table, ids}};
+      };
+      r.reference = [=](const Inputs& in) {
+        const auto T = ints(in[0]);
+        std::vector<double> e;
+        for (int32_t id : ints(in[1]))
+          for (int64_t i = 0; i < n_embd; ++i) e.push_back(static_cast<float>(T[static_cast<size_t>(id * n_embd + i)]));
+        return e;
+      };
+      return r;  // tol 0: a copy
+    }});
   // A batch of tables (MoE routing weights): row (i, j) of the output is table[:, ids[i, j], j].
   struct Batched {
     int64_t n_embd, n_rows, n, b;
@@ -329,27 +355,28 @@ void argmax_cases(std::vector<OpCase>& v) {
     }});
 }
 
-// A backend in no tensor-parallel group all-reduces over itself alone: a gathering copy (the
-// group of several ranks: tests/ops/test_all_reduce.cpp).
-void all_reduce_cases(std::vector<OpCase>& v) {
-  for (int64_t n : kSizes)
-    for (bool transposed : {false, true})
-      v.push_back({fmt::format("all_reduce_alone_n{}{}", n, transposed ? "_transposed" : ""), [=] {
-        CaseRun r;
-        r.build = [=](Context& c) {
-          Tensor* a = transposed ? transpose(c, c.new_tensor(DType::F32, {3, n})) : c.new_tensor(DType::F32, {n, 3});
-          return Built{ops::all_reduce(c, a), {a}};
-        };
-        r.reference = [](const Inputs& in) { return Nd(in[0]).v; };
-        r.tol = 1e-14;  // exact
-        return r;
-      }});
+// A backend in no tensor-parallel group all-reduces and all-gathers over itself alone: a
+// gathering copy (groups of several ranks: tests/ops/test_all_reduce.cpp, test_all_gather.cpp).
+void collective_cases(std::vector<OpCase>& v) {
+  for (Op op : {Op::ALL_REDUCE, Op::ALL_GATHER})
+    for (int64_t n : kSizes)
+      for (bool transposed : {false, true})
+        v.push_back({fmt::format("{}_alone_n{}{}", lower_op(op), n, transposed ? "_transposed" : ""), [=] {
+          CaseRun r;
+          r.build = [=](Context& c) {
+            Tensor* a = transposed ? transpose(c, c.new_tensor(DType::F32, {3, n})) : c.new_tensor(DType::F32, {n, 3});
+            return Built{op == Op::ALL_REDUCE ? ops::all_reduce(c, a) : ops::all_gather(c, a, 1), {a}};
+          };
+          r.reference = [](const Inputs& in) { return Nd(in[0]).v; };
+          r.tol = 1e-14;  // exact
+          return r;
+        }});
 }
 
 }  // namespace
 
 void add_elementwise_cases(std::vector<OpCase>& v) {
-  all_reduce_cases(v);
+  collective_cases(v);
   binary_cases(v);
   unary_cases(v);
   get_rows_cases(v);

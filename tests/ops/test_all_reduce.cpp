@@ -5,52 +5,16 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <exception>
 #include <thread>
 
-#include "common/op_harness.h"
 #include "common/test_util.h"
 #include "ops/cpu/cpu_backend.h"
 #include "ops/ops.h"
+#include "rank_runs.h"
 #include "tensor/collective.h"
 
 namespace minfer::test {
 namespace {
-
-// Each rank's input: fresh random values, different per rank.
-std::vector<std::vector<float>> rank_inputs(int n_ranks, size_t n) {
-  std::vector<std::vector<float>> in;
-  for (int r = 0; r < n_ranks; ++r) in.push_back(randu(n, -4, 4));
-  return in;
-}
-
-// Runs `build` on every rank's backend at once; rank r's leaves are filled by fill(r, leaf).
-std::vector<std::vector<float>> run_ranks(int n_ranks, const BuildFn& build,
-                                          const std::function<void(int, Tensor&)>& fill) {
-  auto group = std::make_shared<HostCollective>(n_ranks);
-  std::vector<std::unique_ptr<CpuBackend>> backends;
-  std::vector<LeafData> data;
-  for (int r = 0; r < n_ranks; ++r) {
-    backends.push_back(std::make_unique<CpuBackend>(1));
-    backends.back()->join(group, r);
-    data.emplace_back([r, &fill](Tensor& leaf) { fill(r, leaf); });
-  }
-  std::vector<std::vector<float>> out(static_cast<size_t>(n_ranks));
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(n_ranks));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n_ranks; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        out[static_cast<size_t>(r)] = run_op(*backends[static_cast<size_t>(r)], build, data[static_cast<size_t>(r)]).values;
-      } catch (...) {
-        errors[static_cast<size_t>(r)] = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
-  return out;
-}
 
 TEST(AllReduce, EveryRankGetsTheRankOrderSum) {
   for (int n_ranks : {1, 2, 3, 4}) {
