@@ -5,7 +5,9 @@
 // holds a partial sum of the row-parallel outputs, and an all-reduce adds them. The vocab-parallel
 // LM head leaves each rank a slice of the logits, which an all-gather joins. The graph records
 // those as ops::all_reduce / ops::all_gather (Op::ALL_REDUCE, Op::ALL_GATHER); a backend that
-// belongs to a group (Backend::join) runs them through the group's Collective.
+// belongs to a group (Backend::join) runs them through the group's Collective: CPU backends a
+// HostCollective (below), CUDA backends a cuda::NcclCollective (ops/cuda/nccl_collective.h, which
+// also queues the exchange on device memory; runtime/backends.h create_group picks one).
 #pragma once
 
 #include <condition_variable>
@@ -22,9 +24,10 @@ class Collective {
   virtual ~Collective() = default;
   virtual int n_ranks() const = 0;
   /// Rank `rank` (0 <= rank < n_ranks()) hands in host f32 data [n]; when every rank has called,
-  /// each one's data holds the element-wise sum over the ranks, added in rank order (0 + 1 + ...),
-  /// so every rank gets the same bits. The ranks' calls pair up in call order and must agree on
-  /// n (std::invalid_argument otherwise, on every rank). Blocks until all ranks have called.
+  /// each one's data holds the element-wise sum over the ranks, the same bits on every rank
+  /// (HostCollective adds in rank order, 0 + 1 + ...; NCCL in its own order). The ranks' calls
+  /// pair up in call order and must agree on n (HostCollective: std::invalid_argument otherwise,
+  /// on every rank). Blocks until all ranks have called.
   virtual void all_reduce_sum(int rank, float* data, size_t n) = 0;
   /// Rank `rank` hands in host f32 `send` [n]; when every rank has called, each one's `recv`
   /// [n_ranks() * n] holds every rank's data in rank order (rank r's at r * n), as NCCL's

@@ -14,6 +14,8 @@
 
 namespace minfer::cuda {
 
+class NcclCollective;
+
 /// Throws std::runtime_error "<what>: <call> failed: <cuda error> (<file>:<line>)".
 [[noreturn]] void throw_cuda_error(cudaError_t e, const char* call, const char* file, int line, const std::string& what);
 [[noreturn]] void throw_cublas_error(cublasStatus_t s, const char* call, const char* file, int line,
@@ -98,6 +100,11 @@ struct KernelContext {
     return work + scratch_offset;
   }
   size_t scratch_offset = 0;
+
+  /// The backend's tensor-parallel group and its rank in it (CudaBackend::join), or none: what
+  /// the collectives' kernels (k_parallel.cu) exchange through.
+  NcclCollective* group = nullptr;
+  int rank = 0;
 };
 
 /// A tensor as kernels see it: data, shape and byte strides.

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ops/cuda/kernels.cuh"
+#include "ops/cuda/nccl_collective.h"
 
 namespace minfer {
 namespace cuda {
@@ -76,6 +77,8 @@ const std::array<KernelEntry, kOpCount>& kernel_table() {
     set(Op::FFN_SWIGLU, k_ffn_swiglu, s_ffn_swiglu, w_ffn_swiglu);
     set(Op::MUL_MAT_ADD, k_mul_mat_add, s_mul_mat_add, w_mul_mat);
     set(Op::RMS_NORM_Q8_1, k_rms_norm_q8_1, s_rms_norm_q8_1);
+    set(Op::ALL_REDUCE, k_all_reduce);
+    set(Op::ALL_GATHER, k_all_gather, s_all_gather, w_all_gather);
     return t;
   }();
   return table;
@@ -124,6 +127,11 @@ struct BackendImpl {
 
   bool last_used_gemm = false;
   bool capturing = false;
+
+  // The tensor-parallel group (CudaBackend::join) and this backend's rank in it. Destroyed after
+  // the captured graphs (members go after the destructor's body), as NCCL needs.
+  std::shared_ptr<NcclCollective> group;
+  int rank = 0;
 
   // Captured graphs.
   struct Entry {
@@ -192,6 +200,8 @@ struct BackendImpl {
         throw OpError(fmt::format("{}: no kernel for {} (node #{} {})", name, op_name(t->op), i, describe(*t)));
       if (!t->data) throw std::logic_error(fmt::format("{}: node #{} {} has no storage", name, i, describe(*t)));
       KernelContext kc{stream, cublas, &prop, &options, err_dev, t, static_cast<int32_t>(i)};
+      kc.group = group.get();
+      kc.rank = rank;
       kc.work = static_cast<char*>(t->work);
       kc.work_bytes = t->work ? t->work_bytes : 0;
       k.run(kc, *t);
@@ -297,6 +307,9 @@ struct BackendImpl {
 
   void compute_impl(Graph& g) {
     set_device();
+    // A replayed graph would launch NCCL kernels of aborted communicators.
+    if (group && group->aborted())
+      throw std::runtime_error(name + ": another rank of the tensor-parallel group failed; the group cannot compute again");
     ++stats.computes;
     record_names(g);
     if (!graphs_on) {
@@ -395,16 +408,28 @@ struct BackendImpl {
     }
   }
 
+  // Waits for the stream. Joined to a group it polls (NcclCollective::synchronize): an NCCL
+  // kernel waiting for a failed peer must not block this thread past the group's abort().
+  void wait_stream(const std::string& what) {
+    if (group) return group->synchronize(rank, stream);
+    MINFER_CUDA_CHECK(cudaStreamSynchronize(stream), what);
+  }
+
   void synchronize() {
     set_device();
-    MINFER_CUDA_CHECK(cudaStreamSynchronize(stream), name + " synchronize");
+    wait_stream(name + " synchronize");
     if (options.profile) collect_gpu_time();
     check_device_error();
   }
 
   ~BackendImpl() {
     cudaSetDevice(device);
-    if (stream) cudaStreamSynchronize(stream);
+    if (stream) {
+      try {
+        wait_stream(name);
+      } catch (const std::exception&) {  // an aborted group: the stream has drained all the same
+      }
+    }
     if (options.profile) {
       collect_gpu_time();
       print_profile();
@@ -544,10 +569,10 @@ void CudaBackend::get_tensor(const Tensor& t, void* dst, size_t offset, size_t n
     const size_t len = std::min(cuda::kStagingChunk, n - done);
     MINFER_CUDA_CHECK(cudaEventSynchronize(m.staging_done[0]), what);
     MINFER_CUDA_CHECK(cudaMemcpyAsync(m.staging[0], src + done, len, cudaMemcpyDeviceToHost, m.stream), what);
-    MINFER_CUDA_CHECK(cudaStreamSynchronize(m.stream), what);
+    m.wait_stream(what);
     std::memcpy(d + done, m.staging[0], len);
   }
-  if (n == 0) MINFER_CUDA_CHECK(cudaStreamSynchronize(m.stream), what);
+  if (n == 0) m.wait_stream(what);
   if (m.options.profile) m.collect_gpu_time();
   m.check_device_error();
 }
@@ -559,7 +584,30 @@ bool cuda::op_supported(const Tensor& node) {
   return !k.supports || k.supports(node);
 }
 
-bool CudaBackend::supports_op(const Tensor& node) const { return cuda::op_supported(node); }
+bool CudaBackend::supports_op(const Tensor& node) const {
+  // The gathered shape is the group's size times the parts: only a group of that size computes it.
+  if (node.op == Op::ALL_GATHER && node.param<int32_t>(0) != (impl_->group ? impl_->group->n_ranks() : 1)) return false;
+  return cuda::op_supported(node);
+}
+
+void CudaBackend::join(std::shared_ptr<Collective> group, int rank) {
+  BackendImpl& m = *impl_;
+  auto nccl = std::dynamic_pointer_cast<cuda::NcclCollective>(group);
+  if (!nccl) {
+    const char* why = !group ? "none was given"
+                      : cuda::nccl_available() ? "this is another kind (CPU and CUDA ranks cannot be mixed)"
+                                               : "this build has no NCCL";
+    throw std::invalid_argument(
+        fmt::format("{}: a CUDA backend joins only an NCCL group of CUDA devices (cuda::NcclCollective); {}", m.name, why));
+  }
+  if (rank < 0 || rank >= nccl->n_ranks())
+    throw std::invalid_argument(fmt::format("{}: rank {} outside the tensor-parallel group of {}", m.name, rank, nccl->n_ranks()));
+  if (nccl->device(rank) != m.device)
+    throw std::invalid_argument(fmt::format("{}: rank {} of this NCCL group is cuda:{}", m.name, rank, nccl->device(rank)));
+  m.group = std::move(nccl);
+  m.rank = rank;
+  m.drop_graphs();  // graphs captured alone copy where the group now exchanges
+}
 
 void CudaBackend::rewrite(Context& ctx, Graph& g) const {
   if (impl_->options.fusion) cuda::rewrite_graph(ctx, g);

@@ -23,6 +23,9 @@
 //   the arena: the backend allocates nothing per graph, so captured graphs stay valid.
 // - Settings are a CudaOptions given at construction.
 // - Readback: get_tensor() copies through a pinned staging buffer and synchronizes.
+// - Tensor parallelism: join() makes the backend a rank of an NCCL group of this process's CUDA
+//   devices (ops/cuda/nccl_collective.h); its ALL_REDUCE / ALL_GATHER nodes then run NCCL on the
+//   backend's stream and are captured with the rest of a decode step. Alone they copy.
 //
 // Design and kernel table: docs/cuda.md.
 #pragma once
@@ -92,7 +95,14 @@ class CudaBackend final : public Backend {
   void set_tensor(Tensor& t, const void* src, size_t offset, size_t n) override;
   /// Device -> host through pinned staging; waits for all queued work and reports kernel errors.
   void get_tensor(const Tensor& t, void* dst, size_t offset, size_t n) override;
+  /// The kernel table's answer (cuda::op_supported); an ALL_GATHER only when its rank count is
+  /// the size of the backend's group (1 alone).
   bool supports_op(const Tensor& node) const override;
+  /// Makes this backend rank `rank` of `group`, which must be a cuda::NcclCollective whose rank
+  /// `rank` is this backend's device. Throws std::invalid_argument otherwise (another kind of
+  /// group, e.g. a HostCollective: CPU and CUDA ranks cannot be mixed; a build without NCCL; a
+  /// rank outside the group; another device). Drops the captured CUDA graphs.
+  void join(std::shared_ptr<Collective> group, int rank) override;
   /// The fusions above (when options().fusion).
   void rewrite(Context& ctx, Graph& g) const override;
   /// The kernel table's workspace function for the node's op (split-KV partials, q8_1
@@ -100,7 +110,8 @@ class CudaBackend final : public Backend {
   size_t workspace_bytes(const Tensor& node) const override;
   /// Queues every node of `g` (or replays its captured CUDA graph). Asynchronous.
   void compute(Graph& g) override;
-  /// Waits for the stream; throws OpError for a bad value a kernel reported (see above).
+  /// Waits for the stream; throws OpError for a bad value a kernel reported (see above). Joined to
+  /// a group, it polls, and throws std::runtime_error once another rank has aborted the group.
   void synchronize() override;
 
   int device() const;

@@ -44,6 +44,20 @@ __global__ void get_rows_kernel(TD table, TD ids, float* dst, int64_t n_embd, in
   for (int64_t i = pc.i0 + threadIdx.x; i < pc.i1; i += blockDim.x) out[i] = load_elem(T, row, i, table.nb[0]);
 }
 
+// An I32 table's rows copied as I32 (ops::get_rows: the tensor-parallel id maps). A bad id is
+// reported like above; its row is written 0 (an integer has no NaN).
+__global__ void get_rows_i32_kernel(TD table, TD ids, int32_t* dst, int64_t n_embd, int64_t n_ids, ErrorSink sink) {
+  const Piece pc = piece_of(n_embd);
+  const int64_t r = pc.row, i1 = r % n_ids, i2 = r / n_ids;
+  const int32_t id = *reinterpret_cast<const int32_t*>(ids.data + i1 * ids.nb[0] + i2 * ids.nb[1]);
+  int32_t* out = dst + r * n_embd;
+  const bool bad = id < 0 || id >= table.ne[1];
+  if (bad && threadIdx.x == 0 && pc.i0 == 0) report_error(sink, kErrGetRowsId, id, table.ne[1]);
+  const char* row = bad ? nullptr : table.data + static_cast<int64_t>(id) * table.nb[1] + (table.ne[2] > 1 ? i2 * table.nb[2] : 0);
+  for (int64_t i = pc.i0 + threadIdx.x; i < pc.i1; i += blockDim.x)
+    out[i] = bad ? 0 : *reinterpret_cast<const int32_t*>(row + i * table.nb[0]);
+}
+
 template <DType T>
 void launch_get_rows(KernelContext& kc, const Tensor& table, const Tensor& ids, Tensor& dst) {
   const int64_t rows = ids.ne[0] * ids.ne[1];
@@ -285,15 +299,21 @@ __global__ void argmax_kernel(TD a, int32_t* dst) {
 
 bool s_get_rows(const Tensor& dst) {
   const Tensor& table = *dst.src[0];
-  // An I32 table gives I32 rows (ops::get_rows: the tensor-parallel id maps); the kernel writes
-  // f32. Not needed before the CUDA collective exists (docs/tensor-parallel.md).
-  if (table.type == DType::I32 || !device_decodable(table.type)) return false;
+  // An I32 table gives I32 rows (ops::get_rows: the tensor-parallel id maps): get_rows_i32_kernel.
+  if (!device_decodable(table.type)) return false;
   return dtype_is_quantized(table.type) ? table.nb[0] == dtype_type_size(table.type) : true;
 }
 
 void k_get_rows(KernelContext& kc, Tensor& dst) {
   const Tensor& table = *dst.src[0];
   const Tensor& ids = *dst.src[1];
+  if (table.type == DType::I32) {
+    const int64_t rows = ids.ne[0] * ids.ne[1];
+    if (rows == 0) return;
+    get_rows_i32_kernel<<<piece_blocks(rows, table.ne[0]), piece_threads(table.ne[0]), 0, kc.stream>>>(
+        td(table), td(ids), static_cast<int32_t*>(dst.data), table.ne[0], ids.ne[0], kc.sink());
+    return kc.check_launch("get_rows_i32_kernel");
+  }
   switch (table.type) {
 #define MINFER_CASE(T) \
   case DType::T: return launch_get_rows<DType::T>(kc, table, ids, dst);

@@ -66,6 +66,12 @@ void k_mul_mat_id(KernelContext&, Tensor&);
 bool s_mul_mat_id(const Tensor&);
 size_t w_mul_mat_id(const KernelContext&, const Tensor&);
 
+// k_parallel.cu (the tensor-parallel collectives: NCCL when the backend joined a group, else a copy)
+void k_all_reduce(KernelContext&, Tensor&);
+void k_all_gather(KernelContext&, Tensor&);
+bool s_all_gather(const Tensor&);
+size_t w_all_gather(const KernelContext&, const Tensor&);
+
 // k_fused.cu
 void k_qkv(KernelContext&, Tensor&);
 bool s_qkv(const Tensor&);

@@ -48,13 +48,10 @@ const std::vector<BackendEntry>& backends() {
                  },
                  [](const Tensor& n) { return cuda::op_supported(n); }, "no CUDA device",
                  // Encoding into block types other than q8_0/q8_1 (the CPU's scale-searching
-                 // quantizers): models never need it at run time. ALL_REDUCE, ALL_GATHER and the
-                 // I32 lookups of the tensor-parallel id maps: no CUDA collective yet (NCCL,
-                 // docs/tensor-parallel.md).
+                 // quantizers): models never need it at run time.
                  [](const std::string& what) {
-                   return (what.rfind("CPY ", 0) == 0 && what.find("-> q") != std::string::npos &&
-                           what.find("-> q8_") == std::string::npos) ||
-                          what == "ALL_REDUCE" || what == "ALL_GATHER" || what == "GET_ROWS i32";
+                   return what.rfind("CPY ", 0) == 0 && what.find("-> q") != std::string::npos &&
+                          what.find("-> q8_") == std::string::npos;
                  }});
 #endif
     return r;
