@@ -4,8 +4,10 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tensor/backend.h"
+#include "tensor/collective.h"
 
 namespace minfer {
 
@@ -24,5 +26,19 @@ struct BackendOptions {
 /// std::invalid_argument for an unknown name and std::runtime_error when CUDA is asked for but
 /// not built or no device is present.
 std::unique_ptr<Backend> create_backend(std::string_view device, const BackendOptions& options = {});
+
+/// The device index of "cuda" (0) or "cuda:N". Throws std::invalid_argument for anything else
+/// ("cuda:x", "cuda:-1", "cudax").
+int cuda_device_index(std::string_view device);
+
+/// The tensor-parallel group whose rank r is `devices[r]` (names as create_backend takes them;
+/// "auto" is resolved first): a HostCollective when every rank is "cpu", a cuda::NcclCollective
+/// over the devices when every rank is CUDA (docs/tensor-parallel.md). Throws
+/// std::invalid_argument for an empty list, a mix of CPU and CUDA ranks, a CUDA device listed
+/// twice or an unknown name; std::runtime_error when CUDA ranks are asked for and this build has
+/// no CUDA backend or no NCCL, when fewer GPUs exist than are listed, or when NCCL fails (its
+/// message). Call it before create_backend for the ranks: NCCL's settings are fixed by the first
+/// communicator of the process (NCCL_NVLS_ENABLE=0, cuda::prepare_nccl_environment).
+std::shared_ptr<Collective> create_group(const std::vector<std::string>& devices);
 
 }  // namespace minfer

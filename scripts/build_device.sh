@@ -10,7 +10,7 @@
 #                        both: `carry: [".dev", ".devb"]`
 # The build is Release with the CUDA backend and MINFER_PORTABLE=ON (fmt header-only, static
 # PCRE2/utf8proc: the GPU host has none of them as shared libraries). It fails if a binary
-# depends on a shared library other than libc/libm/libstdc++/libgcc/cuBLAS/libcuda, or if .dev
+# depends on a shared library other than libc/libm/libstdc++/libgcc/cuBLAS/NCCL/libcuda, or if .dev
 # grows past 60 MB.
 #   scripts/build_device.sh [extra cmake args...]
 # MINFER_DEVICE_FIXTURES=rope stages the scaled-RoPE fixture (qwen2-yarn-s) instead of the default
@@ -28,7 +28,7 @@ fixture_set="${MINFER_DEVICE_FIXTURES:-default}"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMINFER_CUDA=ON -DMINFER_PORTABLE=ON \
   -DMINFER_SANITIZE=OFF "$@" >/dev/null
 # What the device runs: the GPU tests and the programs gpu_check.sh uses (those that exist).
-want=(test_backend_ops test_cuda_ops test_cuda_models minfer-bench minfer-batched-bench minfer-mkmodel minfer-generate minfer-perplexity minfer-speculative
+want=(test_backend_ops test_cuda_ops test_cuda_models test_cuda_parallel minfer-bench minfer-batched-bench minfer-mkmodel minfer-generate minfer-perplexity minfer-speculative
       minfer-server minfer-server-load)
 have=$(ninja -C "$build" -t targets all | sed 's/:.*//')
 targets=()
@@ -45,7 +45,7 @@ strip --strip-unneeded "$dev"/bin/* "$dev"/tests/* 2>/dev/null || true
 # needs (OpenSSL, zlib, brotli) go to .dev/lib, found through the binaries' RPATH $ORIGIN/../lib.
 system_lib() {
   case "$1" in
-    linux-vdso*|libc.so*|libm.so*|libstdc++.so*|libgcc_s.so*|ld-linux*|/lib64/ld-linux*|libcublas.so*|libcublasLt.so*|libcuda.so*|libdl.so*|librt.so*|libpthread.so*) return 0 ;;
+    linux-vdso*|libc.so*|libm.so*|libstdc++.so*|libgcc_s.so*|ld-linux*|/lib64/ld-linux*|libcublas.so*|libcublasLt.so*|libnccl.so*|libcuda.so*|libdl.so*|librt.so*|libpthread.so*) return 0 ;;
     *) return 1 ;;
   esac
 }

@@ -43,6 +43,14 @@ out="${OUT:-/tmp/gpu_check}"
 mkdir -p "$out"
 export MINFER_FIXTURES="${MINFER_FIXTURES:-.dev/fixtures}"
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The binaries link libnccl.so.2 (multi-GPU tensor parallelism): the toolkit's copy, else the one
+# PyTorch's wheels bring (nvidia-nccl-cu13).
+if ! ls /usr/local/cuda/lib64/libnccl.so.2 >/dev/null 2>&1 && ! ldconfig -p | grep -q libnccl.so.2; then
+  nccl_lib=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))" 2>/dev/null)
+  [[ -n $nccl_lib ]] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl_lib"
+fi
+# NVLink multicast stays off (the machines' rule; minfer forces it too).
+export NCCL_NVLS_ENABLE=0
 if [[ -f .dev/payload.tar.xz && ! -d .dev/tests ]]; then  # staged by scripts/build_device.sh
   python3 -c "import tarfile; tarfile.open('.dev/payload.tar.xz').extractall('.dev')" || tar -C .dev -xJf .dev/payload.tar.xz
 fi
@@ -90,6 +98,7 @@ step_tests() {
   step_gtest test_backend_ops 600 --gtest_filter='cuda.*:Coverage.cuda'
   step_gtest test_cuda_ops 300
   step_gtest test_cuda_models 300
+  step_gtest test_cuda_parallel 300
   grep -hE '^\[ (cuda|oom|coverage)' "$out"/test_backend_ops.log "$out"/test_cuda_*.log | sed 's/^/    /' | head -40
 }
 

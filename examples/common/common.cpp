@@ -24,8 +24,8 @@ void add_model_flags(CLI::App& app, ModelArgs& a) {
   app.add_option("-b,--batch-size", a.n_batch, "max tokens per forward pass")->check(at_least(1));
   app.add_option("-t,--threads", a.threads, "CPU threads (0: all)")->check(at_least(0));
   app.add_option("--device", a.device,
-                 "cpu, cuda, cuda:N or auto (cuda when a GPU is present); a comma list (cpu,cpu) runs one "
-                 "tensor-parallel rank on each (-sm tensor)");
+                 "cpu, cuda, cuda:N or auto (cuda when a GPU is present); a comma list (cpu,cpu or cuda:0,cuda:1) "
+                 "runs one tensor-parallel rank on each (-sm tensor; GPUs exchange through NCCL)");
   app.add_option("--split-mode", a.split_mode,
                  "-sm: how a model spans the --device list: none, or tensor (attention heads and FFN columns split "
                  "across the devices, an all-reduce after each block); layer and row are llama.cpp's, not implemented")
@@ -191,7 +191,9 @@ Loaded load_model(const ModelArgs& a) {
   bo.cuda_graphs = !a.no_cuda_graphs;
   bo.fusion = !a.no_fusion;
   bo.cuda_profile = a.cuda_profile;
-  if (n > 1) l.group = std::make_shared<HostCollective>(n);
+  // The group before the backends: CPU ranks share a HostCollective, CUDA ranks one NCCL
+  // communicator each (create_group refuses a mix, and says how many GPUs are missing).
+  if (n > 1) l.group = create_group(devices);
   // Every device first, so a device that does not exist or cannot join the group is the error
   // rather than something about the model.
   std::vector<std::unique_ptr<Backend>> backends;
@@ -201,9 +203,8 @@ Loaded load_model(const ModelArgs& a) {
       try {
         backend->join(l.group, r);
       } catch (const std::invalid_argument& e) {
-        throw std::invalid_argument(fmt::format("-sm tensor over --device {}: {} (only CPU ranks have a collective so "
-                                                "far; docs/tensor-parallel.md)",
-                                                resolve_device(a), e.what()));
+        throw std::invalid_argument(
+            fmt::format("-sm tensor over --device {}: {} (docs/tensor-parallel.md)", resolve_device(a), e.what()));
       }
     }
     backends.push_back(std::move(backend));

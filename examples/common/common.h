@@ -75,8 +75,11 @@ struct Loaded {
 /// Opens the GGUF, creates the backend(s) and the model, and the tokenizer. Throws with a clear
 /// message for a missing file, a non-GGUF file or an unsupported architecture. With several
 /// devices (`--device cpu,cpu`) and -sm tensor each device is one rank of a tensor-parallel split
-/// (docs/tensor-parallel.md); std::invalid_argument for several devices without -sm tensor, a -ts
-/// that does not give every device the same share, or a device that cannot join a group.
+/// (docs/tensor-parallel.md): CPU ranks share a HostCollective, CUDA ranks (--device
+/// cuda:0,cuda:1) an NCCL group (runtime/backends.h create_group). std::invalid_argument for
+/// several devices without -sm tensor, a -ts that does not give every device the same share, a
+/// mix of CPU and CUDA devices or a device that cannot join a group; std::runtime_error when
+/// fewer GPUs exist than are listed or NCCL is missing or fails.
 Loaded load_model(const ModelArgs& a);
 
 /// A draft model for speculative decoding, on the target's backend.

@@ -135,6 +135,7 @@ TEST(Cli, SplitFlagsThatCannotWorkAreClearErrors) {
        {std::pair<std::string, std::string>{" --device cpu,cpu", "--device lists 2 devices: add -sm tensor"},
         {" --device cpu,cpu -sm tensor -ts 3,1", "-ts '3,1' must give each of the 2 devices the same positive share"},
         {" --device cpu,cpu -sm tensor -ts 1,x", "-ts '1,x': 'x' is not a number"},
+        {" --device cpu,cuda:0 -sm tensor", "the ranks must all be CPUs or all CUDA devices"},
         {" -sm layer", "-sm layer is not implemented"},
         {" -sm bogus", "--split-mode"}}) {
     auto r = run(gen + m + flags);
