@@ -19,22 +19,30 @@ std::vector<std::vector<float>> rank_inputs(int n_ranks, size_t n) {
 std::vector<std::vector<float>> run_ranks(int n_ranks, const BuildFn& build, const std::function<void(int, Tensor&)>& fill) {
   auto group = std::make_shared<HostCollective>(n_ranks);
   std::vector<std::unique_ptr<CpuBackend>> backends;
-  std::vector<LeafData> data;
+  std::vector<Backend*> ptrs;
   for (int r = 0; r < n_ranks; ++r) {
     backends.push_back(std::make_unique<CpuBackend>(1));
     backends.back()->join(group, r);
-    data.emplace_back([r, &fill](Tensor& leaf) { fill(r, leaf); });
+    ptrs.push_back(backends.back().get());
   }
-  std::vector<std::vector<float>> out(static_cast<size_t>(n_ranks));
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(n_ranks));
+  return run_ranks_on(ptrs, *group, build, fill);
+}
+
+std::vector<std::vector<float>> run_ranks_on(const std::vector<Backend*>& backends, Collective& group, const BuildFn& build,
+                                             const std::function<void(int, Tensor&)>& fill) {
+  const size_t n = backends.size();
+  std::vector<LeafData> data;
+  for (size_t r = 0; r < n; ++r) data.emplace_back([r, &fill](Tensor& leaf) { fill(static_cast<int>(r), leaf); });
+  std::vector<std::vector<float>> out(n);
+  std::vector<std::exception_ptr> errors(n);
   std::vector<std::thread> threads;
-  for (int r = 0; r < n_ranks; ++r)
+  for (size_t r = 0; r < n; ++r)
     threads.emplace_back([&, r] {
       try {
-        out[static_cast<size_t>(r)] = run_op(*backends[static_cast<size_t>(r)], build, data[static_cast<size_t>(r)]).values;
+        out[r] = run_op(*backends[r], build, data[r]).values;
       } catch (...) {
-        errors[static_cast<size_t>(r)] = std::current_exception();
-        group->abort();  // the other ranks would wait for this one's collectives forever
+        errors[r] = std::current_exception();
+        group.abort();  // the other ranks would wait for this one's collectives forever
       }
     });
   for (auto& t : threads) t.join();
