@@ -48,10 +48,15 @@ int group_ranks(const KernelContext& kc) { return kc.group ? kc.group->n_ranks()
 }  // namespace
 
 void k_all_reduce(KernelContext& kc, Tensor& dst) {
+  const Tensor& x = *dst.src[0];
   auto* out = static_cast<float*>(dst.data);
-  gather(kc, *dst.src[0], out);
-  if (kc.group && dst.nelements() > 0)
-    kc.group->queue_all_reduce_sum(kc.rank, out, static_cast<size_t>(dst.nelements()), kc.stream);
+  const auto n = static_cast<size_t>(dst.nelements());
+  if (!kc.group || n == 0) return gather(kc, x, out);
+  // A contiguous source (a matmul's partial sums) is NCCL's send buffer as it is: no copy first.
+  const float* send = out;
+  if (x.is_contiguous()) send = static_cast<const float*>(x.data);
+  else gather(kc, x, out);
+  kc.group->queue_all_reduce_sum(kc.rank, send, out, n, kc.stream);
 }
 
 bool s_all_gather(const Tensor& dst) {
@@ -76,13 +81,19 @@ void k_all_gather(KernelContext& kc, Tensor& dst) {
                   " ranks, but the backend's tensor-parallel group has " + std::to_string(group_ranks(kc)));
   auto* out = static_cast<float*>(dst.data);
   const auto n = static_cast<size_t>(x.nelements());
-  if (n_ranks == 1) return gather(kc, x, out);
+  if (n_ranks == 1 || n == 0) return gather(kc, x, out);
   const int64_t rows = x.nrows();
   // NCCL's layout is the ranks' parts one after another: with one row that is dst's own layout.
   float* all = rows == 1 ? out : static_cast<float*>(kc.scratch_bytes(n * static_cast<size_t>(n_ranks) * sizeof(float)));
-  float* mine = all + static_cast<size_t>(kc.rank) * n;
-  gather(kc, x, mine);
-  kc.group->queue_all_gather(kc.rank, mine, n, all, kc.stream);  // in place: send is recv's slot of this rank
+  // A contiguous source is sent as it is; a strided one is gathered into this rank's slot first
+  // (an in-place all-gather).
+  const float* send = static_cast<const float*>(x.data);
+  if (!x.is_contiguous()) {
+    float* mine = all + static_cast<size_t>(kc.rank) * n;
+    gather(kc, x, mine);
+    send = mine;
+  }
+  kc.group->queue_all_gather(kc.rank, send, n, all, kc.stream);
   if (rows == 1) return;
   place_gathered_kernel<<<static_cast<unsigned>(rows), row_threads(x.ne[0] * n_ranks), 0, kc.stream>>>(
       all, out, x.ne[0], rows, n_ranks);

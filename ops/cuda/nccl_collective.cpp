@@ -123,9 +123,9 @@ int NcclCollective::device(int rank) const {
 
 bool NcclCollective::aborted() const { return impl_->aborted.load(std::memory_order_acquire); }
 
-void NcclCollective::queue_all_reduce_sum(int rank, float* data, size_t n, CUstream_st* stream) {
+void NcclCollective::queue_all_reduce_sum(int rank, const float* send, float* recv, size_t n, CUstream_st* stream) {
   impl_->with_comm(rank, "all-reduce", [&](ncclComm_t comm) {
-    return ncclAllReduce(data, data, n, ncclFloat32, ncclSum, comm, stream);
+    return ncclAllReduce(send, recv, n, ncclFloat32, ncclSum, comm, stream);
   });
 }
 
@@ -183,7 +183,7 @@ struct Staging {
 void NcclCollective::all_reduce_sum(int rank, float* data, size_t n) {
   Staging s(device(rank), n);
   s.upload(0, data, n);
-  queue_all_reduce_sum(rank, s.buf, n, s.stream);
+  queue_all_reduce_sum(rank, s.buf, s.buf, n, s.stream);
   synchronize(rank, s.stream);
   s.download(data, n);
 }

@@ -68,12 +68,13 @@ class NcclCollective final : public Collective {
   void all_reduce_sum(int rank, float* data, size_t n) override;
   void all_gather(int rank, const float* send, size_t n, float* recv) override;
 
-  /// Queues the sum over the ranks of device f32 `data` [n] into `data` (ncclAllReduce, ncclSum,
-  /// in place) on `stream`, a stream of device(rank). Returns without waiting (it may be
-  /// captured into a CUDA graph). Every rank's element sum is computed once and copied to every
-  /// rank (NCCL's ring and tree algorithms), so all ranks get the same bits; the order of the
-  /// additions is NCCL's (rank order for 2 ranks, where a + b == b + a). Throws like the host forms.
-  void queue_all_reduce_sum(int rank, float* data, size_t n, CUstream_st* stream);
+  /// Queues the sum over the ranks of device f32 `send` [n] into `recv` [n] (ncclAllReduce,
+  /// ncclSum; `send` == `recv` is in place, otherwise they must not overlap) on `stream`, a
+  /// stream of device(rank). Returns without waiting (it may be captured into a CUDA graph).
+  /// Every element's sum is computed once and copied to every rank (NCCL's ring and tree
+  /// algorithms), so all ranks get the same bits; the order of the additions is NCCL's (rank
+  /// order for 2 ranks, where a + b == b + a). Throws like the host forms.
+  void queue_all_reduce_sum(int rank, const float* send, float* recv, size_t n, CUstream_st* stream);
   /// Queues ncclAllGather: device `recv` [n_ranks() * n] gets every rank's `send` [n] in rank
   /// order. `send` may be `recv + rank * n` (in place); otherwise they must not overlap.
   void queue_all_gather(int rank, const float* send, size_t n, float* recv, CUstream_st* stream);

@@ -31,7 +31,7 @@ int NcclCollective::n_ranks() const { return 0; }
 int NcclCollective::device(int) const { unreachable(); }
 void NcclCollective::all_reduce_sum(int, float*, size_t) { unreachable(); }
 void NcclCollective::all_gather(int, const float*, size_t, float*) { unreachable(); }
-void NcclCollective::queue_all_reduce_sum(int, float*, size_t, CUstream_st*) { unreachable(); }
+void NcclCollective::queue_all_reduce_sum(int, const float*, float*, size_t, CUstream_st*) { unreachable(); }
 void NcclCollective::queue_all_gather(int, const float*, size_t, float*, CUstream_st*) { unreachable(); }
 void NcclCollective::synchronize(int, CUstream_st*) { unreachable(); }
 void NcclCollective::abort() {}
