@@ -36,7 +36,8 @@ int cuda_device_index(std::string_view device);
 /// over the devices when every rank is CUDA (docs/tensor-parallel.md). Throws
 /// std::invalid_argument for an empty list, a mix of CPU and CUDA ranks, a CUDA device listed
 /// twice or an unknown name; std::runtime_error when CUDA ranks are asked for and this build has
-/// no CUDA backend or no NCCL, when fewer GPUs exist than are listed, or when NCCL fails (its
+/// no CUDA backend or no nccl.h, when fewer GPUs exist than are listed, when NCCL's library cannot
+/// be loaded (it is loaded here, at run time: what was tried and the fix), or when NCCL fails (its
 /// message). Call it before create_backend for the ranks: NCCL's settings are fixed by the first
 /// communicator of the process (NCCL_NVLS_ENABLE=0, cuda::prepare_nccl_environment).
 std::shared_ptr<Collective> create_group(const std::vector<std::string>& devices);

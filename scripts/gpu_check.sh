@@ -43,12 +43,21 @@ out="${OUT:-/tmp/gpu_check}"
 mkdir -p "$out"
 export MINFER_FIXTURES="${MINFER_FIXTURES:-.dev/fixtures}"
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-# The binaries link libnccl.so.2 (multi-GPU tensor parallelism): the toolkit's copy, else the one
-# PyTorch's wheels bring (nvidia-nccl-cu13).
-if ! ls /usr/local/cuda/lib64/libnccl.so.2 >/dev/null 2>&1 && ! ldconfig -p | grep -q libnccl.so.2; then
-  nccl_lib=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))" 2>/dev/null)
-  [[ -n $nccl_lib ]] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl_lib"
-fi
+# NCCL (multi-GPU tensor parallelism) is not linked: the first multi-GPU group of a process
+# loads libnccl.so.2 with dlopen, through the loader's search path, and single-GPU runs never
+# need it. Where the loader cannot see one, the first found of the toolkit's lib directories and
+# PyTorch's wheel (nvidia-nccl-cu13) goes on LD_LIBRARY_PATH; step_env reports which.
+nccl_dir() {
+  local d
+  for d in ${LD_LIBRARY_PATH//:/ }; do [[ -e $d/libnccl.so.2 ]] && { echo "$d"; return; }; done
+  ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2 ' && { ldconfig -p | grep -m1 'libnccl\.so\.2 ' | sed 's/.*=> //'; return; }
+  for d in /usr/local/cuda/lib /usr/local/cuda/lib64 \
+    "$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))" 2>/dev/null)"; do
+    [[ -n $d && -e $d/libnccl.so.2 ]] && { echo "$d"; return; }
+  done
+}
+nccl_found=$(nccl_dir)
+[[ -z $nccl_found || -f $nccl_found || :$LD_LIBRARY_PATH: == *":$nccl_found:"* ]] || export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl_found"
 # NVLink multicast stays off (the machines' rule; minfer forces it too).
 export NCCL_NVLS_ENABLE=0
 if [[ -f .dev/payload.tar.xz && ! -d .dev/tests ]]; then  # staged by scripts/build_device.sh
@@ -75,6 +84,8 @@ step_env() {
       row "ldd $(basename "$f")" "MISSING" "$(ldd "$f" | grep 'not found' | tr -s ' \t' ' ' | tr '\n' ';')"
     fi
   done
+  if [[ -n $nccl_found ]]; then row "libnccl.so.2 (dlopen)" "found" "$nccl_found"
+  else row "libnccl.so.2 (dlopen)" "absent" "multi-GPU groups are refused (their tests skip); one GPU is unaffected"; fi
 }
 
 # A gtest binary: full log to $OUT, pass/fail/skip counts to the summary.

@@ -1,11 +1,13 @@
-// NcclCollective over NCCL (ops/cuda/CMakeLists.txt compiles this file when it finds NCCL, else
-// nccl_collective_stub.cpp).
+// NcclCollective over NCCL, loaded at run time (dlopen; no binary links libnccl). One file for
+// every build: where nccl.h is found (ops/cuda/CMakeLists.txt adds its directory), the NCCL calls
+// are compiled in; without it (`__has_include(<nccl.h>)` false) they are compiled out and every
+// group is refused with a message.
 #include "ops/cuda/nccl_collective.h"
 
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <nccl.h>
 
 #include <algorithm>
 #include <atomic>
@@ -15,9 +17,16 @@
 #include <stdexcept>
 #include <thread>
 
+#if __has_include(<nccl.h>)
+#include <nccl.h>
+#define MINFER_NCCL_HEADER 1
+#else
+#define MINFER_NCCL_HEADER 0
+#endif
+
 namespace minfer::cuda {
 
-bool nccl_available() { return true; }
+bool nccl_available() { return MINFER_NCCL_HEADER; }
 
 void prepare_nccl_environment() {
   // Forced, whatever the user set: NVLink multicast can take the host's GPUs out of service.
@@ -26,7 +35,139 @@ void prepare_nccl_environment() {
   setenv("NCCL_RUNTIME_CONNECT", "0", 0);
 }
 
+const std::vector<std::string>& nccl_library_names() {
+  static const std::vector<std::string> names{"libnccl.so.2", "libnccl.so"};
+  return names;
+}
+
+namespace {
+
+// The constructor's checks before NCCL: a device list that names each existing device once.
+void check_devices(const std::vector<int>& devices) {
+  if (devices.empty()) throw std::invalid_argument("NcclCollective: no CUDA device listed");
+  for (size_t i = 0; i < devices.size(); ++i) {
+    if (devices[i] < 0) throw std::invalid_argument(fmt::format("NcclCollective: CUDA device {} does not exist", devices[i]));
+    if (std::find(devices.begin(), devices.begin() + static_cast<std::ptrdiff_t>(i), devices[i]) !=
+        devices.begin() + static_cast<std::ptrdiff_t>(i))
+      throw std::invalid_argument(fmt::format("NcclCollective: cuda:{} is listed twice (one rank per device)", devices[i]));
+  }
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    count = 0;
+  }
+  const int highest = *std::max_element(devices.begin(), devices.end());
+  if (highest >= count)
+    throw std::runtime_error(fmt::format("tensor parallelism over cuda:{}: needs {} CUDA devices (up to cuda:{}), {} found",
+                                         fmt::join(devices, ",cuda:"), devices.size(), highest, count));
+}
+
+std::string tried_list(const std::vector<std::string>& names) {
+  std::string s;
+  for (const std::string& n : names) s += fmt::format("{}\"{}\"", s.empty() ? "" : ", ", n);
+  return s;
+}
+
+}  // namespace
+
+#if MINFER_NCCL_HEADER
+
+namespace {
+
+void check_cuda(cudaError_t e, const char* call, int device) {
+  if (e == cudaSuccess) return;
+  cudaGetLastError();
+  throw std::runtime_error(fmt::format("cuda:{}: {} failed: {} ({})", device, call, cudaGetErrorName(e), cudaGetErrorString(e)));
+}
+
+// Every NCCL function this file calls, resolved by name from the loaded library; the types are
+// nccl.h's.
+#define MINFER_NCCL_FUNCTIONS(X) \
+  X(ncclGetVersion)              \
+  X(ncclGetErrorString)          \
+  X(ncclGetLastError)            \
+  X(ncclCommInitAll)             \
+  X(ncclCommDestroy)             \
+  X(ncclCommAbort)               \
+  X(ncclAllReduce)               \
+  X(ncclAllGather)
+
+struct NcclApi {
+  NcclLibrary library;
+#define X(f) decltype(&::f) f = nullptr;
+  MINFER_NCCL_FUNCTIONS(X)
+#undef X
+};
+
+std::string version_text(int code) {
+  // NCCL_VERSION(X, Y, Z): X * 10000 + Y * 100 + Z since 2.9, X * 1000 + Y * 100 + Z before.
+  if (code >= 10000) return fmt::format("{}.{}.{}", code / 10000, code / 100 % 100, code % 100);
+  return fmt::format("{}.{}.{}", code / 1000, code / 100 % 10, code % 100);
+}
+
+// Opens the first of `names` that loads with every function; throws naming each attempt.
+NcclApi open_nccl(const std::vector<std::string>& names) {
+  std::vector<std::string> failures;
+  for (const std::string& name : names) {
+    dlerror();
+    void* handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      const char* why = dlerror();
+      failures.push_back(fmt::format("dlopen(\"{}\"): {}", name, why ? why : "not found"));
+      continue;
+    }
+    NcclApi api;
+    api.library.name = name;
+    std::string missing;
+#define X(f)                                                      \
+  if (missing.empty()) {                                          \
+    api.f = reinterpret_cast<decltype(api.f)>(dlsym(handle, #f)); \
+    if (!api.f) missing = #f;                                     \
+  }
+    MINFER_NCCL_FUNCTIONS(X)
+#undef X
+    Dl_info info{};
+    if (missing.empty() && dladdr(reinterpret_cast<void*>(api.ncclGetVersion), &info) && info.dli_fname)
+      api.library.path = info.dli_fname;
+    if (!missing.empty()) {
+      failures.push_back(fmt::format("\"{}\" was loaded but has no {} (not NCCL, or an NCCL older than minfer needs)", name, missing));
+      dlclose(handle);
+      continue;
+    }
+    int& v = api.library.version;
+    if (api.ncclGetVersion(&v) != ncclSuccess || v / (v >= 10000 ? 10000 : 1000) != NCCL_MAJOR) {
+      failures.push_back(fmt::format("\"{}\" ({}) is NCCL version {}, not {}.x", name, api.library.path,
+                                     version_text(api.library.version), NCCL_MAJOR));
+      dlclose(handle);
+      continue;
+    }
+    return api;  // the handle stays open for the life of the process
+  }
+  throw std::runtime_error(fmt::format(
+      "multi-GPU tensor parallelism needs NCCL, loaded at run time, and it could not be loaded (tried {}): {}. Install "
+      "NCCL {}.x (some CUDA toolkits have it in their lib directory; else the libnccl2 package or PyTorch's nvidia-nccl "
+      "wheel) and put the directory holding libnccl.so.2 on LD_LIBRARY_PATH",
+      tried_list(names), fmt::join(failures, "; "), NCCL_MAJOR));
+}
+
+// The process's library: loaded by the first group and kept (never freed: a group destroyed
+// during exit may still call it); a failure is tried again next time.
+const NcclApi& nccl_api() {
+  static std::mutex mu;
+  static const NcclApi* api = nullptr;
+  std::lock_guard<std::mutex> lk(mu);
+  if (!api) api = new NcclApi(open_nccl(nccl_library_names()));
+  return *api;
+}
+
+}  // namespace
+
+NcclLibrary load_nccl_library(const std::vector<std::string>& names) { return open_nccl(names).library; }
+
+const NcclLibrary& nccl_library() { return nccl_api().library; }
+
 struct NcclImpl {
+  const NcclApi* api = nullptr;  // the process's library (nccl_api)
   std::vector<int> devices;
   std::vector<ncclComm_t> comms;  // nullptr once handed to the aborter
   // NCCL allows one thread at a time on a communicator; the aborter takes a rank's lock to take
@@ -54,51 +195,29 @@ struct NcclImpl {
     const ncclResult_t r = call(comm);
     if (r != ncclSuccess)
       throw std::runtime_error(fmt::format("{} on cuda:{} (rank {}): NCCL error: {} ({})", what,
-                                           devices[static_cast<size_t>(rank)], rank, ncclGetErrorString(r),
-                                           ncclGetLastError(comm)));
+                                           devices[static_cast<size_t>(rank)], rank, api->ncclGetErrorString(r),
+                                           api->ncclGetLastError(comm)));
   }
 };
 
-namespace {
-
-void check_cuda(cudaError_t e, const char* call, int device) {
-  if (e == cudaSuccess) return;
-  cudaGetLastError();
-  throw std::runtime_error(fmt::format("cuda:{}: {} failed: {} ({})", device, call, cudaGetErrorName(e), cudaGetErrorString(e)));
-}
-
-}  // namespace
-
 NcclCollective::NcclCollective(std::vector<int> devices) : impl_(std::make_unique<NcclImpl>()) {
   NcclImpl& m = *impl_;
-  if (devices.empty()) throw std::invalid_argument("NcclCollective: no CUDA device listed");
-  for (size_t i = 0; i < devices.size(); ++i) {
-    if (devices[i] < 0) throw std::invalid_argument(fmt::format("NcclCollective: CUDA device {} does not exist", devices[i]));
-    if (std::find(devices.begin(), devices.begin() + static_cast<std::ptrdiff_t>(i), devices[i]) !=
-        devices.begin() + static_cast<std::ptrdiff_t>(i))
-      throw std::invalid_argument(fmt::format("NcclCollective: cuda:{} is listed twice (one rank per device)", devices[i]));
-  }
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    cudaGetLastError();
-    count = 0;
-  }
-  const int highest = *std::max_element(devices.begin(), devices.end());
-  if (highest >= count)
-    throw std::runtime_error(fmt::format("tensor parallelism over cuda:{}: needs {} CUDA devices (up to cuda:{}), {} found",
-                                         fmt::join(devices, ",cuda:"), devices.size(), highest, count));
+  check_devices(devices);
+  m.api = &nccl_api();  // the first group of the process loads NCCL
+  const NcclApi& nccl = *m.api;
   prepare_nccl_environment();
   m.devices = std::move(devices);
   const int n = static_cast<int>(m.devices.size());
   m.comms.assign(static_cast<size_t>(n), nullptr);
   m.locks = std::make_unique<std::mutex[]>(static_cast<size_t>(n));
-  const ncclResult_t r = ncclCommInitAll(m.comms.data(), n, m.devices.data());
+  const ncclResult_t r = nccl.ncclCommInitAll(m.comms.data(), n, m.devices.data());
   if (r != ncclSuccess) {
-    const std::string last = ncclGetLastError(nullptr);
+    const std::string last = nccl.ncclGetLastError(nullptr);
     for (ncclComm_t c : m.comms)
-      if (c) ncclCommAbort(c);
-    throw std::runtime_error(fmt::format("NCCL could not create the communicators of cuda:{}: {}{}{}",
-                                         fmt::join(m.devices, ",cuda:"), ncclGetErrorString(r), last.empty() ? "" : ": ",
+      if (c) nccl.ncclCommAbort(c);
+    throw std::runtime_error(fmt::format("NCCL {} ({}) could not create the communicators of cuda:{}: {}{}{}",
+                                         version_text(nccl.library.version), nccl.library.path,
+                                         fmt::join(m.devices, ",cuda:"), nccl.ncclGetErrorString(r), last.empty() ? "" : ": ",
                                          last));
   }
 }
@@ -110,8 +229,9 @@ NcclCollective::~NcclCollective() {
     return;
   }
   // Intra-process communicators: NCCL frees them all at the last one's destroy.
+  if (!m.api) return;
   for (ncclComm_t c : m.comms)
-    if (c) ncclCommDestroy(c);
+    if (c) m.api->ncclCommDestroy(c);
 }
 
 int NcclCollective::n_ranks() const { return static_cast<int>(impl_->devices.size()); }
@@ -125,13 +245,13 @@ bool NcclCollective::aborted() const { return impl_->aborted.load(std::memory_or
 
 void NcclCollective::queue_all_reduce_sum(int rank, const float* send, float* recv, size_t n, CUstream_st* stream) {
   impl_->with_comm(rank, "all-reduce", [&](ncclComm_t comm) {
-    return ncclAllReduce(send, recv, n, ncclFloat32, ncclSum, comm, stream);
+    return impl_->api->ncclAllReduce(send, recv, n, ncclFloat32, ncclSum, comm, stream);
   });
 }
 
 void NcclCollective::queue_all_gather(int rank, const float* send, size_t n, float* recv, CUstream_st* stream) {
   impl_->with_comm(rank, "all-gather", [&](ncclComm_t comm) {
-    return ncclAllGather(send, recv, n, ncclFloat32, comm, stream);
+    return impl_->api->ncclAllGather(send, recv, n, ncclFloat32, comm, stream);
   });
 }
 
@@ -211,9 +331,48 @@ void NcclCollective::abort() {
         std::lock_guard<std::mutex> lk(m.locks[r]);
         std::swap(c, m.comms[r]);
       }
-      if (c) ncclCommAbort(c);
+      if (c) m.api->ncclCommAbort(c);
     }
   });
 }
+
+#else  // !MINFER_NCCL_HEADER: no nccl.h at compile time, so no group can be made
+
+namespace {
+[[noreturn]] void no_header(const std::string& what) {
+  throw std::runtime_error(fmt::format("{}: this build of minfer has no NCCL support (nccl.h was not found when it was "
+                                       "configured: install NCCL's header, e.g. libnccl-dev, or set NCCL_HOME, and "
+                                       "reconfigure)",
+                                       what));
+}
+[[noreturn]] void unreachable() { throw std::logic_error("NcclCollective: this build has no NCCL"); }
+}  // namespace
+
+NcclLibrary load_nccl_library(const std::vector<std::string>& names) {
+  no_header(fmt::format("loading NCCL (tried {})", tried_list(names)));
+}
+
+const NcclLibrary& nccl_library() { no_header("loading NCCL"); }
+
+struct NcclImpl {};
+
+NcclCollective::NcclCollective(std::vector<int> devices) {
+  check_devices(devices);
+  no_header(fmt::format("tensor parallelism over cuda:{} needs NCCL", fmt::join(devices, ",cuda:")));
+}
+
+NcclCollective::~NcclCollective() = default;
+
+int NcclCollective::n_ranks() const { return 0; }
+int NcclCollective::device(int) const { unreachable(); }
+void NcclCollective::all_reduce_sum(int, float*, size_t) { unreachable(); }
+void NcclCollective::all_gather(int, const float*, size_t, float*) { unreachable(); }
+void NcclCollective::queue_all_reduce_sum(int, const float*, float*, size_t, CUstream_st*) { unreachable(); }
+void NcclCollective::queue_all_gather(int, const float*, size_t, float*, CUstream_st*) { unreachable(); }
+void NcclCollective::synchronize(int, CUstream_st*) { unreachable(); }
+void NcclCollective::abort() {}
+bool NcclCollective::aborted() const { return false; }
+
+#endif  // MINFER_NCCL_HEADER
 
 }  // namespace minfer::cuda

@@ -19,11 +19,18 @@
 // (ncclCommAbort, which makes NCCL kernels waiting for the failed rank return), and the other
 // ranks' synchronize() and later collectives throw instead of waiting forever.
 //
-// Built without NCCL (ops/cuda/CMakeLists.txt did not find it), nccl_available() is false and the
-// constructor throws.
+// NCCL is not linked: the first group of the process loads it at run time (dlopen of
+// "libnccl.so.2", else "libnccl.so", through the loader's search path: LD_LIBRARY_PATH, the
+// ldconfig cache, RUNPATH) and resolves the few functions used (dlsym). A process that makes no
+// group, every single-GPU run, never loads it. Missing, the constructor throws saying what was
+// tried and how to fix it (load_nccl_library).
+//
+// Compiled without nccl.h (it is needed at compile time for the types and signatures; see
+// ops/cuda/CMakeLists.txt), nccl_available() is false and the constructor throws.
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "tensor/collective.h"
@@ -32,8 +39,30 @@ struct CUstream_st;  // cudaStream_t is CUstream_st* (cuda_runtime.h is not need
 
 namespace minfer::cuda {
 
-/// True when this build links NCCL.
+/// True when this build can drive NCCL (nccl_collective.cpp was compiled with nccl.h). Whether
+/// the library is there is known only when a group loads it (nccl_library).
 bool nccl_available();
+
+/// The NCCL shared library as loaded at run time.
+struct NcclLibrary {
+  std::string name;  // the name dlopen took ("libnccl.so.2")
+  std::string path;  // the file the loader found for it
+  int version = 0;   // ncclGetVersion: 22805 for 2.28.5
+};
+
+/// The names a group tries, in order: {"libnccl.so.2", "libnccl.so"}.
+const std::vector<std::string>& nccl_library_names();
+
+/// Opens the first of `names` that dlopen loads and that has every NCCL function NcclCollective
+/// calls (dlsym), and returns it; it stays loaded. Throws std::runtime_error naming each name
+/// tried with the loader's reason (not found, or the function it lacks) and the fix (the
+/// directory of libnccl.so.2 on LD_LIBRARY_PATH); in a build without nccl.h, saying so. Needs no
+/// device. NcclCollective uses it through nccl_library(); tests call it with other names.
+NcclLibrary load_nccl_library(const std::vector<std::string>& names);
+
+/// The library this process's groups use: load_nccl_library(nccl_library_names()) the first time
+/// it succeeds (tried again after a failure), then the same one. Throws like it.
+const NcclLibrary& nccl_library();
 
 /// Sets the environment every NCCL communicator of minfer is made under: NCCL_NVLS_ENABLE=0
 /// (forced: NVLink multicast is never used), NCCL_RUNTIME_CONNECT=0 unless the user set it.
@@ -46,9 +75,10 @@ struct NcclImpl;
 class NcclCollective final : public Collective {
  public:
   /// Rank r is CUDA device devices[r]. Throws std::invalid_argument for an empty list, a negative
-  /// or repeated device; std::runtime_error naming the devices when this build has no NCCL, when
-  /// fewer CUDA devices exist than listed, or when NCCL cannot create the communicators (the
-  /// message holds ncclGetErrorString and NCCL's last error text).
+  /// or repeated device; std::runtime_error naming the devices when fewer CUDA devices exist than
+  /// listed, when this build has no nccl.h or the NCCL library cannot be loaded (nccl_library's
+  /// message), or when NCCL cannot create the communicators (the message holds
+  /// ncclGetErrorString and NCCL's last error text).
   explicit NcclCollective(std::vector<int> devices);
   /// Destroys the communicators (ncclCommDestroy; after abort(), waits for the aborts to finish).
   /// Every backend that joined must be destroyed first: NCCL keeps a communicator until the CUDA

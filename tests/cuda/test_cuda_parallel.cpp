@@ -2,9 +2,10 @@
 // and ALL_GATHER on one rank equal a copy (also replayed from a captured CUDA graph) and over
 // several GPUs equal the CPU's HostCollective results; a rank that fails does not leave the
 // others waiting; the fixtures split over 2 GPUs give the one-GPU logits and greedy text.
-// Without a GPU the GPU tests skip visibly ("no CUDA device", "needs 2 GPUs"); what needs no
-// device runs everywhere: the NCCL environment, the kernel table's claims, the refusals of
-// groups that cannot be made.
+// Without a GPU the GPU tests skip visibly ("no CUDA device", "needs 2 GPUs"), and so do the
+// group tests when NCCL's library cannot be loaded (the loader's message); what needs no device
+// runs everywhere: the NCCL environment, the loading of NCCL's library at run time and its errors,
+// the kernel table's claims, the refusals of groups that cannot be made.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -38,11 +39,26 @@ namespace {
 
 using cuda::NcclCollective;
 
+// Why no NCCL group can be made here (a build without nccl.h, or the library's loading error),
+// or empty.
+std::string nccl_missing() {
+  if (!cuda::nccl_available()) return "this build has no NCCL (nccl.h was not found when it was configured)";
+  try {
+    cuda::nccl_library();
+    return {};
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+}
+
+#define MINFER_REQUIRE_NCCL() \
+  if (const std::string why = nccl_missing(); !why.empty()) GTEST_SKIP() << why
+
 // The GPUs a multi-GPU test uses (at most 4), or a skip.
 #define MINFER_REQUIRE_GPUS(n_var)                                                                      \
   const int n_var = std::min(cuda::device_count(), 4);                                                 \
   if (n_var < 2) GTEST_SKIP() << "needs 2 GPUs (" << cuda::device_count() << " CUDA device(s) found)"; \
-  if (!cuda::nccl_available()) GTEST_SKIP() << "this build has no NCCL"
+  MINFER_REQUIRE_NCCL()
 
 // A fresh environment variable value for the duration of a test.
 class EnvVar {
@@ -67,7 +83,6 @@ class EnvVar {
 // ---------------------------------------------------------------- everywhere (no device)
 
 TEST(NcclEnvironment, MulticastIsForcedOffAndRuntimeConnectDefaultsOff) {
-  if (!cuda::nccl_available()) GTEST_SKIP() << "this build has no NCCL";
   EnvVar nvls("NCCL_NVLS_ENABLE"), connect("NCCL_RUNTIME_CONNECT");
   setenv("NCCL_NVLS_ENABLE", "1", 1);  // a user's value is overridden: multicast is never used
   unsetenv("NCCL_RUNTIME_CONNECT");
@@ -78,6 +93,54 @@ TEST(NcclEnvironment, MulticastIsForcedOffAndRuntimeConnectDefaultsOff) {
   cuda::prepare_nccl_environment();
   EXPECT_EQ(connect.get(), "1");
   EXPECT_EQ(nvls.get(), "0");
+}
+
+// NCCL is loaded at run time (dlopen), not linked: a missing library is an error that says what
+// was tried and how to fix it, raised when a group is made, not when a program starts.
+TEST(NcclLibrary, AMissingLibraryIsAClearError) {
+  EXPECT_EQ(cuda::nccl_library_names(), (std::vector<std::string>{"libnccl.so.2", "libnccl.so"}));
+  const std::vector<std::string> absent{"libminfer-no-such-nccl.so.2", "libminfer-no-such-nccl.so"};
+  try {
+    cuda::load_nccl_library(absent);
+    FAIL() << "a library that does not exist was loaded";
+  } catch (const std::runtime_error& e) {
+    const std::string m = e.what();
+    std::printf("[ nccl ] a missing library: %s\n", m.c_str());
+    for (const auto& name : absent) EXPECT_NE(m.find(name), std::string::npos) << m;
+    if (cuda::nccl_available()) {
+      EXPECT_NE(m.find("needs NCCL, loaded at run time, and it could not be loaded"), std::string::npos) << m;
+      EXPECT_NE(m.find("dlopen(\"libminfer-no-such-nccl.so.2\")"), std::string::npos) << m;  // each attempt's reason
+      EXPECT_NE(m.find("LD_LIBRARY_PATH"), std::string::npos) << m;  // the fix
+    } else {
+      EXPECT_NE(m.find("nccl.h was not found"), std::string::npos) << m;
+    }
+  }
+  if (!cuda::nccl_available()) return;
+  // A library that loads but is not NCCL: the function it lacks is named.
+  try {
+    cuda::load_nccl_library({"libm.so.6"});
+    FAIL() << "libm was taken for NCCL";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("\"libm.so.6\" was loaded but has no ncclGetVersion"), std::string::npos) << e.what();
+  }
+  const std::string why = nccl_missing();
+  if (!why.empty()) GTEST_SKIP() << "NCCL's own library is not loadable here: " << why;
+  // The names are tried in order: a missing first name falls through to the next.
+  const cuda::NcclLibrary& lib = cuda::nccl_library();
+  const auto again = cuda::load_nccl_library({"libminfer-no-such-nccl.so.2", lib.name});
+  EXPECT_EQ(again.name, lib.name);
+  EXPECT_EQ(again.version, lib.version);
+}
+
+TEST(NcclLibrary, TheRealLibraryLoadsWhenPresent) {
+  MINFER_REQUIRE_NCCL();
+  const cuda::NcclLibrary& lib = cuda::nccl_library();
+  std::printf("[ nccl ] %s -> %s, version %d\n", lib.name.c_str(), lib.path.c_str(), lib.version);
+  const auto& names = cuda::nccl_library_names();
+  EXPECT_NE(std::find(names.begin(), names.end(), lib.name), names.end()) << lib.name;
+  EXPECT_FALSE(lib.path.empty());
+  EXPECT_GE(lib.version, 20000);  // 2.x, as the header (checked by the loader)
+  EXPECT_EQ(&cuda::nccl_library(), &lib);  // loaded once
 }
 
 TEST(CudaCollectives, TheKernelTableClaimsTheCollectives) {
@@ -116,8 +179,9 @@ TEST(CudaGroups, GroupsThatCannotBeMadeAreRefused) {
   says([&] { create_group(too_many); }, fmt::format("this machine has {}", n), false);
   says([] { NcclCollective({}); }, "no CUDA device", true);
   says([] { NcclCollective({0, 0}); }, "cuda:0 is listed twice", true);
-  if (cuda::nccl_available()) says([&] { NcclCollective({n, n + 1}); }, fmt::format("{} found", n), false);
-  else says([] { NcclCollective({0, 1}); }, "needs NCCL", false);
+  // The devices are checked before NCCL is loaded.
+  says([&] { NcclCollective({n, n + 1}); }, fmt::format("{} found", n), false);
+  if (!cuda::nccl_available() && n >= 1) says([] { NcclCollective({0}); }, "nccl.h was not found", false);
   // The CPU path is unchanged.
   EXPECT_EQ(create_group({"cpu", "cpu", "cpu"})->n_ranks(), 3);
 }
@@ -126,7 +190,7 @@ TEST(CudaGroups, GroupsThatCannotBeMadeAreRefused) {
 
 TEST(CudaCollectives, OneRankGroupIsACopyAlsoWhenReplayed) {
   MINFER_REQUIRE_GPU();
-  if (!cuda::nccl_available()) GTEST_SKIP() << "this build has no NCCL";
+  MINFER_REQUIRE_NCCL();
   auto group = std::make_shared<NcclCollective>(std::vector<int>{0});
   CudaBackend b(0);
   b.join(group, 0);
@@ -167,7 +231,7 @@ TEST(CudaCollectives, JoinTakesOnlyAnNcclGroupOfItsDevice) {
     EXPECT_NE(std::string(e.what()).find("NCCL group"), std::string::npos) << e.what();
   }
   EXPECT_THROW(b.join(nullptr, 0), std::invalid_argument);
-  if (!cuda::nccl_available()) return;
+  if (!nccl_missing().empty()) return;
   auto group = std::make_shared<NcclCollective>(std::vector<int>{0});
   EXPECT_THROW(b.join(group, 1), std::invalid_argument);
   // Alone, a gather over 2 ranks is not claimed; in a group of one neither.
