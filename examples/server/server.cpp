@@ -13,6 +13,7 @@
 #include <fstream>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include "chat/tokenize_chat.h"
 #include "conn.h"
@@ -24,6 +25,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int kMaxDepth = 64;
 constexpr size_t kMaxHttpThreads = 1024;  // the pool grows to this (or --threads-http) on demand
+// Requests one connection may carry before the server closes it (the last response says
+// "Connection: close"); current httplib's default, where 0.11's was 5.
+constexpr size_t kKeepAliveMaxRequests = 100;
 
 // What the access-log line of the request this thread is serving says beyond httplib's Request
 // and Response. A handler and its content provider run on the connection's thread, and the
@@ -34,6 +38,10 @@ struct LogInfo {
   const char* note = "";  // e.g. a stream whose client went away (its status line said 200)
 };
 thread_local LogInfo g_log;
+// Set when the request this thread serves reached routing (the pre-routing handler), cleared as
+// its response goes out: a response without it is httplib's refusal of a request it could not
+// parse.
+thread_local bool g_routed = false;
 
 std::string new_id(const char* prefix) {
   static std::atomic<uint64_t> n{0};
@@ -404,7 +412,7 @@ bool Server::stream_step(Stream& st, httplib::DataSink& sink) {
   return true;
 }
 
-void Server::stop(httplib::Server& http, int port) {
+void Server::stop(HttpServer& http, int port) {
   engine_->cancel_all();
   // A signal that came during startup (it waited, blocked, while the model loaded) can arrive
   // before the listen call has begun, and httplib's stop() does nothing to a server not running
@@ -462,7 +470,7 @@ std::string Server::metrics_text() const {
   return out;
 }
 
-void Server::install(httplib::Server& http) {
+void Server::install(HttpServer& http) {
   const int threads =
       params_.threads_http > 0 ? params_.threads_http : engine_->n_parallel() + engine_->queue() + 8;
   // Threads start on demand past `threads` (pool.h): connections that are slow to send their
@@ -470,6 +478,7 @@ void Server::install(httplib::Server& http) {
   const auto most = std::max<size_t>(static_cast<size_t>(threads), kMaxHttpThreads);
   http.new_task_queue = [threads, most] { return new GrowingPool(static_cast<size_t>(threads), most); };
   http.set_payload_max_length(params_.max_body);
+  http.set_keep_alive_max_count(kKeepAliveMaxRequests);
   // --timeout 0 is "none": without a value httplib's 5 s would cut a request whose body is a
   // little slow to come and a stream whose client stops reading for 5 s. (A day: httplib's poll
   // takes the timeout in int milliseconds.)
@@ -482,6 +491,7 @@ void Server::install(httplib::Server& http) {
   // ("-5", or past 2^64) was read as ULLONG_MAX: httplib waited to skip that many bytes.
   http.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
     g_log = LogInfo{};
+    g_routed = true;
     if (req.method != "POST" && req.method != "PUT" && req.method != "PATCH") return httplib::Server::HandlerResponse::Unhandled;
     std::string te = req.get_header_value("Transfer-Encoding");
     std::transform(te.begin(), te.end(), te.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -507,6 +517,19 @@ void Server::install(httplib::Server& http) {
       headers.emplace("Content-Type", "application/json");
     }
     return httplib::Server::HandlerResponse::Unhandled;
+  });
+  // Runs for every response as its headers go out, httplib's own refusals included. A response
+  // that says "Connection: close" (a Content-Length that leaves the body's end unknown) and one
+  // to a request httplib could not parse end the connection: what follows on it cannot be framed
+  // as a request. httplib 0.11 would keep it open and add a contradicting Keep-Alive header.
+  http.set_post_routing_handler([](const httplib::Request&, httplib::Response& res) {
+    const bool refused = !std::exchange(g_routed, false);
+    if (refused || res.get_header_value("Connection") == "close") {
+      res.headers.erase("Keep-Alive");
+      res.headers.erase("Connection");
+      res.set_header("Connection", "close");
+      HttpServer::close_after_response();
+    }
   });
   if (params_.access_log) {
     http.set_logger([sink = params_.log](const httplib::Request& req, const httplib::Response& res) {

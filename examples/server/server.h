@@ -34,6 +34,7 @@
 #include "chat/chat_template.h"
 #include "common/common.h"
 #include "engine.h"
+#include "http.h"
 
 namespace minfer::server {
 
@@ -60,15 +61,16 @@ class Server {
   /// and std::invalid_argument when a sequence cannot hold the smallest request (min_request_tokens).
   Server(examples::Loaded& model, const RunnerParams& rp, const ServerParams& p);
 
-  /// Registers the routes, the thread pool, the body limit, the timeouts and the access log on `http`.
-  void install(httplib::Server& http);
+  /// Registers the routes, the thread pool, the body limit, the timeouts, the keep-alive limit
+  /// and the access log on `http` (an HttpServer: pipelined requests are answered, http.h).
+  void install(HttpServer& http);
 
   /// Shuts down cleanly (SIGINT, SIGTERM): ends every task (clients still waiting get 503 "the
   /// server is shutting down", a stream an error event and [DONE]), stops accepting, lets the
   /// handlers answer, then shuts the reading side of the connections still open on `port` so
   /// that none waits out the read timeout (a keep-alive client, a request that arrives slowly).
   /// Returns once http has stopped running (its listen call returns).
-  void stop(httplib::Server& http, int port);
+  void stop(HttpServer& http, int port);
 
   Engine& engine() { return *engine_; }
   const ServerParams& params() const { return params_; }
