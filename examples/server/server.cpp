@@ -43,6 +43,10 @@ thread_local LogInfo g_log;
 // parse.
 thread_local bool g_routed = false;
 
+// CORS, as llama-server: any origin may call the API from a browser. The preflight (OPTIONS)
+// names the headers a call may carry; it never carries the API key itself.
+constexpr const char* kCorsAllowHeaders = "Authorization, Content-Type, X-Api-Key";
+
 std::string new_id(const char* prefix) {
   static std::atomic<uint64_t> n{0};
   return fmt::format("{}-{:x}{:06x}", prefix, static_cast<uint64_t>(std::time(nullptr)), ++n);
@@ -530,7 +534,9 @@ void Server::install(HttpServer& http) {
       res.set_header("Connection", "close");
       HttpServer::close_after_response();
     }
+    if (res.status == 204) res.headers.erase("Content-Length");  // RFC 9110: a 204 has none
   });
+  http.set_default_headers({{"Access-Control-Allow-Origin", "*"}});
   if (params_.access_log) {
     http.set_logger([sink = params_.log](const httplib::Request& req, const httplib::Response& res) {
       const double ms = std::chrono::duration<double, std::milli>(Clock::now() - g_log.t0).count();
@@ -584,13 +590,23 @@ void Server::install(HttpServer& http) {
       res.set_header("Allow", allowed == "GET" ? "GET, HEAD" : allowed);
       send_error(res, 405, fmt::format("{} {}: method not allowed (use {})", req.method, req.path, allowed));
     };
+    // A browser's CORS preflight before a call with an API key or a JSON body: no key needed
+    // (a preflight never carries one), 204 with what the path accepts.
+    Handler preflight = [allowed](const httplib::Request&, httplib::Response& res) {
+      const std::string methods = allowed == "GET" ? "GET, HEAD, OPTIONS" : allowed + ", OPTIONS";
+      res.status = 204;
+      res.set_header("Allow", methods);
+      res.set_header("Access-Control-Allow-Methods", methods);
+      res.set_header("Access-Control-Allow-Headers", kCorsAllowHeaders);
+      res.set_header("Access-Control-Max-Age", "86400");
+    };
     const bool get = allowed == "GET";
     http.Get(path, get ? wrapped : not_allowed);
     http.Post(path, get ? not_allowed : wrapped);
     http.Put(path, not_allowed);
     http.Patch(path, not_allowed);
     http.Delete(path, not_allowed);
-    http.Options(path, not_allowed);
+    http.Options(path, preflight);
   };
 
   // While shutting down, 503: a load balancer stops sending requests that would be refused.

@@ -1,6 +1,6 @@
 // The HTTP layer under the API (examples/server/http.h) over raw loopback sockets: requests
 // pipelined on one connection are all answered in order, a connection the server ends is ended
-// cleanly (Connection: close, then FIN, not a reset).
+// cleanly (Connection: close, then FIN, not a reset), and CORS as llama-server's.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -161,6 +161,67 @@ TEST_F(ServerHttp, ResponsesThatCloseEndTheConnection) {
     EXPECT_EQ(rs[0].headers.count("keep-alive"), 0u) << bad;
     EXPECT_TRUE(json::parse(rs[0].body).contains("error")) << bad;
   }
+}
+
+// CORS as llama-server: every response allows any origin; an OPTIONS preflight to an API path
+// gets 204 with the methods the path takes and the headers a call may send — without the API
+// key, which a preflight never carries. Unknown paths still get 404.
+TEST(ServerCors, PreflightNeedsNoKeyAndEveryResponseAllowsAnyOrigin) {
+  auto sp = test_server_params();
+  sp.api_key = "sekret-42";
+  TestServer srv(sp);
+  auto c = srv.client();
+  const httplib::Headers preflight = {{"Origin", "http://localhost:3000"},
+                                      {"Access-Control-Request-Method", "POST"},
+                                      {"Access-Control-Request-Headers", "authorization, content-type"}};
+  for (const char* path : {"/v1/chat/completions", "/v1/completions", "/chat/completions", "/tokenize", "/detokenize"}) {
+    auto r = c.Options(path, preflight);
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 204) << path << ": " << r->body;
+    EXPECT_EQ(r->get_header_value("Access-Control-Allow-Origin"), "*") << path;
+    EXPECT_EQ(r->get_header_value("Access-Control-Allow-Methods"), "POST, OPTIONS") << path;
+    const std::string allowed = r->get_header_value("Access-Control-Allow-Headers");
+    EXPECT_NE(allowed.find("Authorization"), std::string::npos) << path << ": " << allowed;
+    EXPECT_NE(allowed.find("Content-Type"), std::string::npos) << path << ": " << allowed;
+    EXPECT_TRUE(r->body.empty()) << path;
+  }
+  for (const char* path : {"/v1/models", "/v1/models/anything", "/health", "/metrics"}) {
+    auto r = c.Options(path, preflight);
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 204) << path;
+    EXPECT_EQ(r->get_header_value("Access-Control-Allow-Methods"), "GET, HEAD, OPTIONS") << path;
+  }
+  // The raw preflight answer: no body and no Content-Length (RFC 9110 for a 204).
+  RawConn raw(srv.port());
+  ASSERT_TRUE(raw.send_raw("OPTIONS /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: http://x\r\n"
+                           "Access-Control-Request-Method: POST\r\nConnection: close\r\n\r\n"));
+  EXPECT_TRUE(raw.read_to_end());
+  EXPECT_EQ(raw.received().rfind("HTTP/1.1 204", 0), 0u) << raw.received();
+  EXPECT_EQ(raw.received().find("Content-Length"), std::string::npos) << raw.received();
+  EXPECT_EQ(raw.received().substr(raw.received().size() - 4), "\r\n\r\n") << raw.received();
+  // The calls themselves: the answer allows any origin, refusals and streams included.
+  const httplib::Headers origin = {{"Origin", "http://localhost:3000"}};
+  auto refused = c.Get("/v1/models", origin);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 401);
+  EXPECT_EQ(refused->get_header_value("Access-Control-Allow-Origin"), "*");
+  c.set_bearer_token_auth("sekret-42");
+  auto models = c.Get("/v1/models", origin);
+  ASSERT_TRUE(models);
+  EXPECT_EQ(models->status, 200);
+  EXPECT_EQ(models->get_header_value("Access-Control-Allow-Origin"), "*");
+  for (bool stream : {false, true}) {
+    auto r = c.Post("/v1/chat/completions", origin,
+                    json{{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 2}, {"stream", stream}}.dump(),
+                    "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(r->get_header_value("Access-Control-Allow-Origin"), "*") << "stream " << stream;
+  }
+  auto missing = c.Options("/v2/nothing", preflight);
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+  EXPECT_EQ(missing->get_header_value("Access-Control-Allow-Origin"), "*");
 }
 
 }  // namespace
