@@ -119,7 +119,7 @@ struct Server::Stream {
   std::shared_ptr<Task> task;
   bool started = false;
   std::vector<bool> reported;    // finish chunk sent
-  std::vector<size_t> offsets;   // completions' text_offset per output
+  std::vector<TextOffset> offsets;  // completions' text_offset per output
   // Per output: logprobs whose text is not sent yet, the bytes of text sent, and where the first
   // held logprob's text begins (logprobs_in_text).
   std::vector<std::vector<TokenLogprob>> lp_held;
@@ -257,7 +257,7 @@ void Server::stream_response(httplib::Response& res, Job job, ResponseMeta meta,
   st->task = task;
   const auto n = static_cast<size_t>(task->n_outputs());
   st->reported.assign(n, false);
-  st->offsets.assign(n, 0);
+  st->offsets.assign(n, TextOffset{});
   st->lp_held.assign(n, {});
   st->text_bytes.assign(n, 0);
   st->lp_bytes.assign(n, 0);

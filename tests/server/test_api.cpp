@@ -168,6 +168,21 @@ TEST(ServerApiParse, NullContentOnlyOnAssistantMessages) {
             "");
 }
 
+// text_offset in characters: a token that begins inside a character (the second byte of "é",
+// the second half of an emoji) comes after it; an ill-formed part is the one U+FFFD it becomes,
+// also when it was pending (a cut 3-byte lead followed by ASCII).
+TEST(ServerApiParse, TextOffsetCountsCodePoints) {
+  // The text: a é b 😀 c U+FFFD d U+FFFD A 日 本 z (12 characters).
+  const std::pair<std::string, size_t> tokens[] = {
+      {"a", 0}, {"\xC3", 1}, {"\xA9", 2}, {"b", 2}, {"\xF0\x9F", 3},
+      {"\x98\x80", 4}, {"c", 4}, {"\x80", 5}, {"d", 6}, {"\xE2\x80", 7},
+      {"A", 8}, {"", 9}, {"\xE6\x97\xA5\xE6", 9}, {"\x9C\xAC", 11}, {"z", 11}};
+  server::TextOffset off;
+  for (size_t i = 0; i < std::size(tokens); ++i) EXPECT_EQ(off.next(tokens[i].first), tokens[i].second) << "token " << i;
+  EXPECT_EQ(off.chars, 12u);
+  EXPECT_TRUE(off.pending.empty());
+}
+
 // tool_choice: "auto" (and no tool_choice) hands the tools to the template, "none" does not;
 // "required" and a named function are refused (minfer cannot force a call).
 TEST(ServerApiParse, ToolChoice) {
