@@ -216,13 +216,14 @@ std::vector<int32_t> chat_prompt(const json& body, const tokenizer::Tokenizer& t
     // message about the template's internals.
     const bool no_content = !m.contains("content") || m["content"].is_null();
     if (no_content && role != "assistant")
-      throw BadRequest(fmt::format("messages[{}] ({}) needs 'content': a string or an array of text parts; only an assistant "
-                                   "message may have null or no content",
-                                   i, role));
+      throw BadRequest(fmt::format("messages[{}] ({}): 'content' {}; it must be a string or an array of text parts (only an "
+                                   "assistant message may have null or no content)",
+                                   i, role, m.contains("content") ? "is null" : "is missing"));
     if (no_content && !has_calls && !m.contains("content"))
       throw BadRequest(fmt::format("messages[{}] (assistant) needs 'content' (or 'tool_calls')", i));
     if (!no_content && !m["content"].is_string() && !m["content"].is_array())
-      throw BadRequest(fmt::format("messages[{}]: 'content' must be a string, an array of text parts or null, got {}", i,
+      throw BadRequest(fmt::format("messages[{}] ({}): 'content' must be a string{}, got {}", i, role,
+                                   role == "assistant" ? ", an array of text parts or null" : " or an array of text parts",
                                    shown(m["content"])));
   }
   chat::ChatInputs in;

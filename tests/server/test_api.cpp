@@ -151,8 +151,13 @@ TEST(ServerApiParse, NullContentOnlyOnAssistantMessages) {
   Parser P;
   const server::json user_null = {{"role", "user"}, {"content", nullptr}};
   std::string msg = P.refusal({{"messages", {user_null}}}, true);
-  EXPECT_NE(msg.find("messages[0]"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("user"), std::string::npos) << msg;
+  EXPECT_EQ(msg, "messages[0] (user): 'content' is null; it must be a string or an array of text parts (only an assistant "
+                 "message may have null or no content)");
+  msg = P.refusal({{"messages", {{{"role", "user"}}}}}, true);
+  EXPECT_NE(msg.find("messages[0] (user): 'content' is missing; it must be a string or an array of text parts"), std::string::npos)
+      << msg;
+  msg = P.refusal({{"messages", {{{"role", "user"}, {"content", 42}}}}}, true);
+  EXPECT_EQ(msg, "messages[0] (user): 'content' must be a string or an array of text parts, got 42") << msg;
   msg = P.refusal({{"messages", {{{"role", "system"}, {"content", "s"}}, {{"role", "user"}, {"content", "a"}}, user_null}}}, true);
   EXPECT_NE(msg.find("messages[2]"), std::string::npos) << msg;
   msg = P.refusal({{"messages", {{{"role", "system"}, {"content", nullptr}}, {{"role", "user"}, {"content", "a"}}}}}, true);

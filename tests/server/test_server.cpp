@@ -265,6 +265,19 @@ TEST_F(ServerApi, ToolCallRoundTripWithNullAssistantContent) {
 }
 
 // Text never ends in U+FFFD and is always well-formed UTF-8, at any max_tokens, streamed or not.
+// A user message with "content": null is a 400 that names the message and says what content
+// must be, before the template sees it (an assistant turn may have null content: above).
+TEST_F(ServerApi, NullUserContentIsRefusedNamingTheMessage) {
+  const json body = {{"messages", {{{"role", "system"}, {"content", "be brief"}}, {{"role", "user"}, {"content", nullptr}}}}};
+  auto r = srv().post("/v1/chat/completions", body.dump());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  const json e = json::parse(r->body)["error"];
+  EXPECT_EQ(e["type"], "invalid_request_error");
+  EXPECT_EQ(e["message"], "messages[1] (user): 'content' is null; it must be a string or an array of text parts (only an "
+                          "assistant message may have null or no content)");
+}
+
 TEST_F(ServerApi, NoReplacementCharacterAtAnyStop) {
   for (int n = 1; n <= 12; ++n) {
     for (bool stream : {false, true}) {
