@@ -35,17 +35,6 @@
 namespace minfer::cuda {
 namespace {
 
-// Lets Kernel take `bytes` of dynamic shared memory when that is past the 48 KiB default: raised
-// once per instantiation and size (before any graph capture records the launch).
-template <auto Kernel>
-void allow_dynamic_smem(const KernelContext& kc, size_t bytes) {
-  static size_t allowed = 48 * 1024;
-  if (bytes <= allowed) return;
-  MINFER_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
-                    kc.where());
-  allowed = bytes;
-}
-
 template <DType T>
 __device__ __forceinline__ float kv_elem(const char* row, int e) {
   if constexpr (T == DType::F32) return reinterpret_cast<const float*>(row)[e];
@@ -144,12 +133,9 @@ __global__ void kv_store_kernel(TD x, TD cache, const int32_t* cells, ErrorSink 
 // Merges the splits of one (query head, query): weights exp(m_i - max) per split, then the
 // weighted sum of the partial accumulators, divided by the weighted sum of the partial sums.
 // A separate launch so every head merges in parallel (a last-block merge serializes the splits).
-// Thread (e, ph) of the block sums the splits i = ph mod Q of element e (Q = blockDim.x / dv
-// phases, so more loads are in flight than one thread per element had: 24 us a layer at 128
-// splits); the phases are added in order. The order depends on n_splits and dv only.
 __global__ void attn_combine_kernel(const float* part_acc, const float2* part_ml, Paged pk, int n_splits, int dv,
                                     float* dst) {
-  extern __shared__ float w[];  // [n_splits], then [Q][dv] phase sums
+  extern __shared__ float w[];  // [n_splits]
   __shared__ float red[32];
   const int h = blockIdx.x, t = blockIdx.y, n_head = gridDim.x;
   const int64_t base = (static_cast<int64_t>(t) * n_head + h) * n_splits;
@@ -170,32 +156,16 @@ __global__ void attn_combine_kernel(const float* part_acc, const float2* part_ml
   }
   sum = block_sum(sum, red);  // 0 only for an invalid position (reported): NaN output
   __syncthreads();
-  const int Q = blockDim.x / dv, e = threadIdx.x % dv, ph = threadIdx.x / dv;
-  float* phase = w + n_splits;
-  if (ph < Q) {
+  const float inv = 1.0f / sum;
+  float* out = dst + (static_cast<int64_t>(t) * n_head + h) * dv;
+  for (int e = threadIdx.x; e < dv; e += blockDim.x) {
     float a = 0.0f;
 #pragma unroll 8
-    for (int i = ph; i < n_active; i += Q) a += part_acc[(base + i) * dv + e] * w[i];
-    phase[ph * dv + e] = a;
-  }
-  __syncthreads();
-  if (threadIdx.x < dv) {
-    float a = phase[e];
-    for (int p = 1; p < Q; ++p) a += phase[p * dv + e];
-    dst[(static_cast<int64_t>(t) * n_head + h) * dv + e] = a * (1.0f / sum);
+    for (int i = 0; i < n_active; ++i) a += part_acc[(base + i) * dv + e] * w[i];
+    out[e] = a * inv;
   }
 }
 
-// The combine launch: Q = 256 / dv phases of dv threads (at least one).
-void launch_combine(KernelContext& kc, const float* part_acc, const float2* part_ml, const Paged& pk, int n_splits,
-                    int dv, int64_t n_head, int64_t T, float* out) {
-  const int q = std::max(1, 256 / dv);
-  const int threads = std::max(32, (q * dv + 31) / 32 * 32);
-  const size_t smem = (static_cast<size_t>(n_splits) + static_cast<size_t>(q) * dv) * sizeof(float);
-  attn_combine_kernel<<<dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(T)), threads, smem, kc.stream>>>(
-      part_acc, part_ml, pk, n_splits, dv, out);
-  kc.check_launch("attn_combine_kernel");
-}
 
 constexpr int kSplitWarps = 4;
 constexpr int kMaxDvPerLane = 8;  // dv <= 256
@@ -301,27 +271,6 @@ template <int D, DType VT>
 constexpr bool gqa_stages_v() {
   return VT == DType::F16 && D <= 128;
 }
-// f16 K rows likewise, into rows padded by 16 bytes: lane l then reads row l's 16-byte pieces
-// from 8 distinct bank groups per quarter warp. Both stages are copied coalesced (a warp
-// instruction moves 512 contiguous bytes of two or four rows): one lane per row touched 32
-// cache lines per instruction, and the decode kernel at depth 32768 streamed K/V at ~1.1 TB/s.
-template <int D, DType KT>
-constexpr bool gqa_stages_k() {
-  return KT == DType::F16 && D <= 128;
-}
-template <int D>
-constexpr int gqa_k_pitch() {  // halves per staged K row
-  return D + 8;
-}
-// Dynamic shared memory of attn_gqa_kernel: the V and K stages while streaming, overlaid by the
-// per-warp merge arrays afterwards.
-template <int D, DType KT, DType VT>
-size_t gqa_smem_bytes(int group) {
-  const size_t merge = static_cast<size_t>(kGqaWarps) * group * (D + 2) * sizeof(float);
-  const size_t v = gqa_stages_v<D, VT>() ? static_cast<size_t>(kGqaWarps) * kChunkKeys * D * sizeof(__half) : 0;
-  const size_t k = gqa_stages_k<D, KT>() ? static_cast<size_t>(kGqaWarps) * kChunkKeys * gqa_k_pitch<D>() * sizeof(__half) : 0;
-  return std::max(merge, v + k);
-}
 
 template <int E, DType T>
 __device__ __forceinline__ void load_row(const char* row, int lane, float (&x)[E]) {
@@ -385,16 +334,12 @@ __global__ void __launch_bounds__(32 * kGqaWarps) attn_gqa_kernel(TD q, TD k, TD
                                                                   int group, float* part_acc, float2* part_ml,
                                                                   ErrorSink sink) {
   constexpr int E = D / 32;
-  constexpr bool kStageV = gqa_stages_v<D, VT>(), kStageK = gqa_stages_k<D, KT>();
-  constexpr int KP = gqa_k_pitch<D>();
+  constexpr bool kStageV = gqa_stages_v<D, VT>();
   __shared__ float4 qs4[kGqaMax * D / 4];  // the group's queries, pre-scaled
-  // While streaming: kStageV: per-warp V rows of the chunk [warps][32][D] (f16), then kStageK: per-warp
-  // K rows [warps][32][KP]; afterwards (all configurations) per-warp acc [warps][group][D] |
-  // per-warp m,l [warps][group][2] for the merge.
+  // kStageV: per-warp V rows of the chunk [warps][32][D] (f16) while streaming; then (all
+  // configurations) per-warp acc [warps][group][D] | per-warp m,l [warps][group][2] for the merge.
   extern __shared__ __align__(16) float smem[];
-  constexpr int kVStageHalves = kStageV ? kGqaWarps * kChunkKeys * D : 0;
   __half* vstage = reinterpret_cast<__half*>(smem) + static_cast<int64_t>(threadIdx.x >> 5) * kChunkKeys * D;
-  __half* kstage = reinterpret_cast<__half*>(smem) + kVStageHalves + static_cast<int64_t>(threadIdx.x >> 5) * kChunkKeys * KP;
   const int s = blockIdx.x, n_splits = gridDim.x;
   const int hk = blockIdx.y, n_head_kv = gridDim.y, t = blockIdx.z;
   const int n_head = n_head_kv * group;
@@ -430,37 +375,18 @@ __global__ void __launch_bounds__(32 * kGqaWarps) attn_gqa_kernel(TD q, TD k, TD
     const int64_t j = jc + lane;
     const bool valid = j < j1;
     const int64_t cell = valid ? paged_cell(pk, row, j, sink) : 0;
-    if constexpr (kStageV || kStageK) {
-      // The chunk's K rows (then V rows) go to shared memory, copied coalesced: piece i of a lane
-      // is 16-byte piece (lane % P) of row P i / 32 + lane / P... (P pieces per row). V stays in
-      // flight under the scores.
-      constexpr int P = D * 2 / 16;
+    if constexpr (kStageV) {
+      // The chunk's V rows go to shared memory now (no registers), in flight under the scores.
       __syncwarp();  // the previous chunk's rows have been read
-      if constexpr (kStageK) {
+      if (valid) {
+        const char* vr = vbase + cell * v.nb[2];
 #pragma unroll
-        for (int i = 0; i < P; ++i) {
-          const int q = lane + 32 * i, r = q / P, c = q % P;
-          const int64_t cr = __shfl_sync(0xffffffffu, cell, r);
-          if (jc + r < j1) cp_async16(kstage + r * KP + 8 * c, kbase + cr * k.nb[2] + 16 * c);
-        }
-        cp_async_commit();
+        for (int c = 0; c < D / 8; ++c) cp_async16(vstage + lane * D + 8 * c, vr + 16 * c);
       }
-      if constexpr (kStageV) {
-#pragma unroll
-        for (int i = 0; i < P; ++i) {
-          const int q = lane + 32 * i, r = q / P, c = q % P;
-          const int64_t cr = __shfl_sync(0xffffffffu, cell, r);
-          if (jc + r < j1) cp_async16(vstage + r * D + 8 * c, vbase + cr * v.nb[2] + 16 * c);
-        }
-        cp_async_commit();
-      }
-      if constexpr (kStageK) {
-        if constexpr (kStageV) cp_async_wait<1>(); else cp_async_wait<0>();
-        __syncwarp();
-      }
+      cp_async_commit();
     }
     // Scores of this lane's key against every head of the group.
-    const char* kr = kStageK ? reinterpret_cast<const char*>(kstage + lane * KP) : kbase + cell * k.nb[2];
+    const char* kr = kbase + cell * k.nb[2];
     float sc[kGqaMax];
 #pragma unroll
     for (int g = 0; g < kGqaMax; ++g) sc[g] = 0.0f;
@@ -516,7 +442,7 @@ __global__ void __launch_bounds__(32 * kGqaWarps) attn_gqa_kernel(TD q, TD k, TD
   }
 
   // Merge the warps of this block, head by head.
-  if constexpr (kStageV || kStageK) __syncthreads();  // the merge arrays overlay the stages
+  if constexpr (kStageV) __syncthreads();  // the merge arrays overlay the V stages
 #pragma unroll
   for (int g = 0; g < kGqaMax; ++g) {
     if (g >= group) break;
@@ -600,13 +526,20 @@ void launch_gqa(KernelContext& kc, const Tensor& q, const Tensor& k, const Tenso
   char* s = static_cast<char*>(kc.scratch_bytes(split_bytes(parts, D)));
   auto* part_acc = reinterpret_cast<float*>(s);
   auto* part_ml = reinterpret_cast<float2*>(s + acc_bytes);
-  const size_t smem = gqa_smem_bytes<D, KT, VT>(group);
-  allow_dynamic_smem<attn_gqa_kernel<D, KT, VT>>(kc, smem);
+  const size_t merge = static_cast<size_t>(kGqaWarps) * group * (D + 2) * sizeof(float);
+  const size_t stage = gqa_stages_v<D, VT>() ? static_cast<size_t>(kGqaWarps) * kChunkKeys * D * sizeof(__half) : 0;
+  const size_t smem = std::max(merge, stage);
+  static_assert(kGqaWarps * kGqaMax * (256 + 2) * sizeof(float) + kGqaMax * 256 * sizeof(float) <= 48 * 1024,
+                "fits the default shared memory");
+  static_assert(kGqaWarps * kChunkKeys * 128 * 2 + kGqaMax * 128 * sizeof(float) <= 48 * 1024,
+                "the V stages fit the default shared memory");
   attn_gqa_kernel<D, KT, VT><<<dim3(n_splits, static_cast<unsigned>(n_head_kv), static_cast<unsigned>(T)),
                                32 * kGqaWarps, smem, kc.stream>>>(td(q), td(k), td(v), pk, scale, group, part_acc,
                                                                   part_ml, kc.sink());
   kc.check_launch("attn_gqa_kernel");
-  launch_combine(kc, part_acc, part_ml, pk, n_splits, D, n_head, T, out);
+  attn_combine_kernel<<<dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(T)), D, n_splits * sizeof(float),
+                        kc.stream>>>(part_acc, part_ml, pk, n_splits, D, out);
+  kc.check_launch("attn_combine_kernel");
 }
 
 // ---------------------------------------------------------------- tiled prefill
@@ -876,7 +809,15 @@ void launch_tile_d(KernelContext& kc, const Tensor& q, const Tensor& k, const Te
   const size_t smem = (static_cast<size_t>(kTileQ) * D + static_cast<size_t>(kTileK) * (D + 4) +
                        static_cast<size_t>(kTileK) * D + static_cast<size_t>(kTileWarps) * kQPerWarp * kTileK) *
                       sizeof(float);
-  allow_dynamic_smem<attn_tile_d_kernel<D, KT, VT>>(kc, smem);
+  if (smem > 48 * 1024) {
+    static bool raised = false;
+    if (!raised) {
+      MINFER_CUDA_CHECK(cudaFuncSetAttribute(attn_tile_d_kernel<D, KT, VT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(smem)),
+                        kc.where());
+      raised = true;
+    }
+  }
   const int64_t T = q.ne[2], n_head = q.ne[1];
   attn_tile_d_kernel<D, KT, VT><<<dim3(static_cast<unsigned>(ceil_div(T, kTileQ)), static_cast<unsigned>(n_head)),
                                   32 * kTileWarps, smem, kc.stream>>>(td(q), td(k), td(v), pk, scale, group, out, kc.sink());
@@ -1079,7 +1020,13 @@ template <int D, DType KT, DType VT>
 void launch_fa(KernelContext& kc, const Tensor& q, const Tensor& k, const Tensor& v, const Paged& pk, float scale,
                int group, float* out) {
   const size_t smem = sizeof(FaSmem<D>);
-  allow_dynamic_smem<attn_fa_kernel<D, KT, VT>>(kc, smem);
+  static bool raised = false;  // once per instantiation, before any graph capture
+  if (!raised) {
+    MINFER_CUDA_CHECK(cudaFuncSetAttribute(attn_fa_kernel<D, KT, VT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(smem)),
+                      kc.where());
+    raised = true;
+  }
   const int64_t T = q.ne[2], n_head = q.ne[1];
   attn_fa_kernel<D, KT, VT><<<dim3(static_cast<unsigned>(ceil_div(T, kFaQ)), static_cast<unsigned>(n_head)),
                               32 * kFaWarps, smem, kc.stream>>>(td(q), td(k), td(v), pk, scale, group, out, kc.sink());
@@ -1109,7 +1056,8 @@ void launch_attention(KernelContext& kc, const Tensor& q, const Tensor& k, const
                                 32 * kSplitWarps, smem, kc.stream>>>(td(q), td(k), td(v), pk, scale, group, part_acc,
                                                                      part_ml, kc.sink());
     kc.check_launch("attn_split_kernel");
-    launch_combine(kc, part_acc, part_ml, pk, n_splits, static_cast<int>(dv), n_head, T, out);
+    attn_combine_kernel<<<dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(T)), 128, n_splits * sizeof(float),
+                          kc.stream>>>(part_acc, part_ml, pk, n_splits, static_cast<int>(dv), out);
     kc.check_launch("attn_combine_kernel");
     return;
   }
