@@ -3,12 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <exception>
 #include <thread>
 
 #include "runtime/token_sink.h"
+#include "runtime/worker_pool.h"
 
 namespace minfer {
 namespace {
@@ -46,39 +46,34 @@ struct Pick {
 // save (at 8k, the fixtures' vocabulary, about even: the scheduler tests run this path).
 constexpr size_t kParallelSampleVocab = 8192;
 
-// Draws every pick's token. Distinct samplers are independent (each samples once a step), so
-// rows of a large vocabulary are drawn in parallel: full-vocabulary sampling (OpenAI's
-// defaults) costs ~1-2 ms a row, against a GPU decode step of ~10 ms for 16 rows. The tokens are
-// those of a serial loop.
-void sample_rows(std::vector<Pick>& picks) {
-  const size_t hw = std::max(1u, std::thread::hardware_concurrency());
-  const size_t n_workers = std::min(picks.size(), hw);
-  // A caller may lend one sampler to several requests (Request::sampler): those draw in order.
+// Whether a step's picks may be drawn in parallel. Distinct samplers are independent (each
+// samples once a step); a caller may lend one sampler to several requests (Request::sampler),
+// and those must draw in order.
+bool parallel_picks(const std::vector<Pick>& picks) {
+  if (picks.size() < 2 || picks.front().row.size() < kParallelSampleVocab) return false;
   std::vector<const Sampler*> owners;
   for (const Pick& p : picks) owners.push_back(p.sampler);
   std::sort(owners.begin(), owners.end());
-  const bool shared = std::adjacent_find(owners.begin(), owners.end()) != owners.end();
-  if (n_workers < 2 || shared || picks.front().row.size() < kParallelSampleVocab) {
+  return std::adjacent_find(owners.begin(), owners.end()) == owners.end();
+}
+
+// Draws every pick's token, the tokens those of a serial loop. Rows of a large vocabulary are
+// drawn in parallel on the scheduler's pool: full-vocabulary sampling (OpenAI's defaults) costs
+// ~1-2 ms a row, against a GPU decode step of ~10 ms for 16 rows. The pool starts with the first
+// step that needs it (a scheduler that never runs two sequences never starts it) and its threads
+// serve every later step, instead of threads started and joined each step.
+void sample_rows(std::vector<Pick>& picks, std::unique_ptr<WorkerPool>& pool, int32_t n_parallel) {
+  if (!parallel_picks(picks)) {
     for (Pick& p : picks) p.token = p.sampler->sample(p.row);
     return;
   }
-  std::atomic<size_t> next{0};
-  std::vector<std::exception_ptr> errors(picks.size());
-  auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < picks.size();) {
-      try {
-        picks[i].token = picks[i].sampler->sample(picks[i].row);
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
-    }
-  };
-  std::vector<std::thread> threads;
-  for (size_t w = 1; w < n_workers; ++w) threads.emplace_back(work);
-  work();
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);  // the first row's error, as the serial loop would raise
+  if (!pool) {
+    const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    pool = std::make_unique<WorkerPool>(std::min(hw, n_parallel) - 1);  // the stepping thread draws too
+  }
+  // Every row draws even when one throws; the first row's error is raised, as the serial loop
+  // would raise it.
+  pool->run(picks.size(), [&](size_t i) { picks[i].token = picks[i].sampler->sample(picks[i].row); });
 }
 
 }  // namespace
@@ -126,6 +121,8 @@ Scheduler::~Scheduler() {
     for (auto& s : r->seqs)
       if (s->kv >= 0 && !s->borrowed && runner_.kv().seq_exists(s->kv)) runner_.kv().seq_free(s->kv);
 }
+
+int32_t Scheduler::n_sampling_threads() const { return sample_pool_ ? sample_pool_->n_workers() : 0; }
 
 int32_t Scheduler::n_running() const { return static_cast<int32_t>(running_.size()); }
 
@@ -534,7 +531,7 @@ bool Scheduler::step() {
     picks.push_back({s.sampler, row});
     picked.push_back(&s);
   }
-  sample_rows(picks);
+  sample_rows(picks, sample_pool_, n_parallel_);
   for (size_t i = 0; i < picks.size(); ++i)
     if (!commit(*picked[i], picks[i].token, picks[i].row)) ended.push_back(picked[i]);
   for (Seq* s : ended) {

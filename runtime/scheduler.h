@@ -6,7 +6,8 @@
 // vLLM's scheduler and llama-server's slots do. After the pass each sequence samples from its own
 // row with its own Sampler and stop rules (TokenSink: end-of-generation tokens, stop strings,
 // n_predict, the context), streams its text, and finished sequences retire: their KV blocks go
-// back to the pool at once. Requests wait in FIFO order and are admitted between steps while a
+// back to the pool at once. Rows of a large vocabulary are drawn in parallel, on threads the
+// scheduler starts once and keeps (WorkerPool), with the tokens of a serial loop. Requests wait in FIFO order and are admitted between steps while a
 // sequence slot is free and the pool holds their prompt's blocks.
 //
 // A request with n_choices > 1 evaluates its prompt once; the sequence is then forked
@@ -55,6 +56,7 @@
 namespace minfer {
 
 class TokenSink;
+class WorkerPool;
 
 struct SchedulerParams {
   int32_t n_batch = 0;       ///< token budget of one step; 0: the runner's n_batch
@@ -144,6 +146,10 @@ class Scheduler {
   int32_t n_waiting() const { return static_cast<int32_t>(waiting_.size()); }
   bool prefix_cache() const { return prefix_cache_; }
   const SchedulerStats& stats() const { return stats_; }
+  /// Threads besides the stepping one that sample rows in parallel: 0 until a step first draws
+  /// several rows of a vocabulary of 8k or more, then min(hardware threads, n_parallel) - 1 for
+  /// the scheduler's life (the same threads every step).
+  int32_t n_sampling_threads() const;
   ModelRunner& runner() { return runner_; }
 
  private:
@@ -169,6 +175,9 @@ class Scheduler {
   std::deque<Req*> waiting_;
   std::list<Seq*> running_;  // admission order
   SchedulerStats stats_;
+  // Threads that draw a step's rows in parallel (large vocabularies, distinct samplers): started
+  // by the first step that needs them, joined by the destructor.
+  std::unique_ptr<WorkerPool> sample_pool_;
 };
 
 }  // namespace minfer

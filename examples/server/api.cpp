@@ -8,6 +8,7 @@
 
 #include "chat/tokenize_chat.h"
 #include "common/chat_json.h"
+#include "tokenizer/unicode.h"
 
 namespace minfer::server {
 namespace {
@@ -215,13 +216,14 @@ std::vector<int32_t> chat_prompt(const json& body, const tokenizer::Tokenizer& t
     // message about the template's internals.
     const bool no_content = !m.contains("content") || m["content"].is_null();
     if (no_content && role != "assistant")
-      throw BadRequest(fmt::format("messages[{}] ({}) needs 'content': a string or an array of text parts; only an assistant "
-                                   "message may have null or no content",
-                                   i, role));
+      throw BadRequest(fmt::format("messages[{}] ({}): 'content' {}; it must be a string or an array of text parts (only an "
+                                   "assistant message may have null or no content)",
+                                   i, role, m.contains("content") ? "is null" : "is missing"));
     if (no_content && !has_calls && !m.contains("content"))
       throw BadRequest(fmt::format("messages[{}] (assistant) needs 'content' (or 'tool_calls')", i));
     if (!no_content && !m["content"].is_string() && !m["content"].is_array())
-      throw BadRequest(fmt::format("messages[{}]: 'content' must be a string, an array of text parts or null, got {}", i,
+      throw BadRequest(fmt::format("messages[{}] ({}): 'content' must be a string{}, got {}", i, role,
+                                   role == "assistant" ? ", an array of text parts or null" : " or an array of text parts",
                                    shown(m["content"])));
   }
   chat::ChatInputs in;
@@ -404,7 +406,26 @@ std::span<const TokenLogprob> shown_logprobs(const GenerateResult& r, const toke
   return lps;
 }
 
-json logprobs_json(std::span<const TokenLogprob> lps, bool chat, const tokenizer::Tokenizer& tok, size_t* offset) {
+size_t TextOffset::next(std::string_view piece) {
+  // A character begun before this token (its bytes pending) begins before it, whatever it
+  // becomes: completed, or one U+FFFD for its maximal ill-formed part.
+  const size_t at = chars + (pending.empty() ? 0 : 1);
+  std::string bytes = std::move(pending);
+  bytes.append(piece);
+  pending.clear();
+  for (size_t i = 0; i < bytes.size();) {
+    const tokenizer::Utf8Scan sc = tokenizer::utf8_scan(bytes, i);
+    if (sc.kind == tokenizer::Utf8Scan::incomplete) {
+      pending = bytes.substr(i);
+      break;
+    }
+    ++chars;  // a character, or the U+FFFD of an ill-formed part
+    i += sc.len;
+  }
+  return at;
+}
+
+json logprobs_json(std::span<const TokenLogprob> lps, bool chat, const tokenizer::Tokenizer& tok, TextOffset* offset) {
   if (chat) {
     json content = json::array();
     for (const TokenLogprob& lp : lps) {
@@ -425,8 +446,7 @@ json logprobs_json(std::span<const TokenLogprob> lps, bool chat, const tokenizer
     json top = json::object();
     for (const auto& [id, l] : lp.top) top[tok.token_to_piece(id)] = finite_logprob(l);
     tops.push_back(top);
-    offsets.push_back(*offset);
-    *offset += tok.token_to_piece(lp.id, /*skip_special=*/true).size();
+    offsets.push_back(offset->next(tok.token_to_piece(lp.id, /*skip_special=*/true)));
   }
   return {{"tokens", tokens}, {"token_logprobs", token_lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
 }
@@ -471,7 +491,7 @@ json completion_json(const Job& job, std::span<const GenerateResult> outputs, co
     json c = {{"index", i}};
     if (job.chat) c["message"] = {{"role", "assistant"}, {"content", r.text}};
     else c["text"] = r.text;
-    size_t offset = 0;
+    TextOffset offset;
     c["logprobs"] = job.n_logprobs >= 0 ? logprobs_json(shown_logprobs(r, tok), job.chat, tok, &offset) : json(nullptr);
     c["finish_reason"] = finish_reason(r);
     if (job.return_tokens) c["tokens"] = r.ids;
@@ -493,7 +513,7 @@ json completion_json(const Job& job, std::span<const GenerateResult> outputs, co
 
 json chunk_json(const Job& job, const ResponseMeta& meta, int32_t index, const std::string& text,
                 std::span<const TokenLogprob> lps, const json& finish, bool role, const tokenizer::Tokenizer& tok,
-                size_t* offset) {
+                TextOffset* offset) {
   json c = {{"index", index}};
   if (job.chat) {
     json delta = json::object();

@@ -9,6 +9,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "chat/chat_template.h"
@@ -76,6 +77,19 @@ std::span<const TokenLogprob> shown_logprobs(const GenerateResult& r, const toke
 size_t logprobs_in_text(std::span<const TokenLogprob> lps, size_t text_bytes, size_t* lp_bytes,
                         const tokenizer::Tokenizer& tok);
 
+/// Completions' text_offset: where each token's text begins in the returned text, counted in
+/// characters (Unicode code points: Python's str offsets, as OpenAI counts them), not bytes. A
+/// token that begins inside a character (byte-level BPE splits "é" or an emoji across tokens)
+/// gets the offset after that character: the characters that begin before its first byte. Bytes
+/// that are not UTF-8 count as the U+FFFD each maximal ill-formed part becomes in the text.
+/// Kept across the chunks of a stream.
+struct TextOffset {
+  size_t chars = 0;     ///< characters complete in the text so far
+  std::string pending;  ///< the bytes of a character not complete yet (0-3)
+  /// The offset of a token with text `piece`, which is then added.
+  size_t next(std::string_view piece);
+};
+
 struct ResponseMeta {
   std::string id;
   std::string model;
@@ -83,9 +97,9 @@ struct ResponseMeta {
 };
 
 /// OpenAI's logprobs object of a chat choice ({"content": [...]}) or of a completion choice
-/// ({"tokens", "token_logprobs", "top_logprobs", "text_offset"}); text_offset starts at *offset
-/// and advances it.
-json logprobs_json(std::span<const TokenLogprob> lps, bool chat, const tokenizer::Tokenizer& tok, size_t* offset);
+/// ({"tokens", "token_logprobs", "top_logprobs", "text_offset"}); text_offset continues from
+/// *offset and advances it.
+json logprobs_json(std::span<const TokenLogprob> lps, bool chat, const tokenizer::Tokenizer& tok, TextOffset* offset);
 
 /// "usage" over every output: prompt tokens counted once per prompt, cached ones in
 /// prompt_tokens_details.cached_tokens.
@@ -101,7 +115,7 @@ json completion_json(const Job& job, std::span<const GenerateResult> outputs, co
 /// role), logprobs (may be empty), finish_reason (null while generating).
 json chunk_json(const Job& job, const ResponseMeta& meta, int32_t index, const std::string& text,
                 std::span<const TokenLogprob> lps, const json& finish, bool role, const tokenizer::Tokenizer& tok,
-                size_t* offset);
+                TextOffset* offset);
 
 /// {"error": {"message", "type", "code"}} as OpenAI and llama-server send it.
 json error_json(const std::string& message, int status);

@@ -12,10 +12,8 @@
 #include <vector>
 
 namespace minfer::server {
-namespace {
 
-// An endpoint as httplib formats it (getnameinfo, numeric host).
-bool endpoint(int fd, bool peer, std::string& host, int& port) {
+bool socket_endpoint(int fd, bool peer, std::string& host, int& port) {
   sockaddr_storage addr{};
   socklen_t len = sizeof(addr);
   const int rc = peer ? getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len)
@@ -29,13 +27,15 @@ bool endpoint(int fd, bool peer, std::string& host, int& port) {
   return true;
 }
 
+namespace {
+
 bool matches(int fd, const httplib::Request& req) {
   struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return false;
   std::string host;
   int port = 0;
-  if (!endpoint(fd, false, host, port) || port != req.local_port || host != req.local_addr) return false;
-  return endpoint(fd, true, host, port) && port == req.remote_port && host == req.remote_addr;
+  if (!socket_endpoint(fd, false, host, port) || port != req.local_port || host != req.local_addr) return false;
+  return socket_endpoint(fd, true, host, port) && port == req.remote_port && host == req.remote_addr;
 }
 
 }  // namespace
@@ -84,8 +84,8 @@ int shut_reads(int local_port) {
     if (fd == dirfd(dir) || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
     std::string host;
     int port = 0;
-    if (!endpoint(fd, false, host, port) || port != local_port) continue;
-    if (!endpoint(fd, true, host, port)) continue;  // the listening socket has no peer
+    if (!socket_endpoint(fd, false, host, port) || port != local_port) continue;
+    if (!socket_endpoint(fd, true, host, port)) continue;  // the listening socket has no peer
     if (::shutdown(fd, SHUT_RD) == 0) ++n;
   }
   closedir(dir);

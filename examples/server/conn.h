@@ -21,6 +21,10 @@ namespace minfer::server {
 /// waits out a SYN retransmission and, worse, some are reset). Returns the port, or -1.
 int bind_server(httplib::Server& http, const std::string& host, int port, int backlog = 1024);
 
+/// One end of a TCP socket as httplib formats it (getnameinfo, numeric host): the peer's
+/// (`peer`) or the local one. False when fd is not a connected IPv4/IPv6 socket.
+bool socket_endpoint(int fd, bool peer, std::string& host, int& port);
+
 /// The descriptor of req's connection, or -1 when it cannot be found (not Linux). Checks the
 /// descriptor this thread found last first (keep-alive connections send many requests).
 int connection_fd(const httplib::Request& req);

@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
     load_args.n_ctx = 0;
     auto L = examples::load_model(load_args);
     server::Server srv(L, examples::session_params(margs), sp);
-    httplib::Server http;
+    server::HttpServer http;
     srv.install(http);
     const int asked = port;
     port = server::bind_server(http, host, port);

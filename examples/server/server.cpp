@@ -13,6 +13,7 @@
 #include <fstream>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include "chat/tokenize_chat.h"
 #include "conn.h"
@@ -24,6 +25,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int kMaxDepth = 64;
 constexpr size_t kMaxHttpThreads = 1024;  // the pool grows to this (or --threads-http) on demand
+// Requests one connection may carry before the server closes it (the last response says
+// "Connection: close"); current httplib's default, where 0.11's was 5.
+constexpr size_t kKeepAliveMaxRequests = 100;
 
 // What the access-log line of the request this thread is serving says beyond httplib's Request
 // and Response. A handler and its content provider run on the connection's thread, and the
@@ -34,6 +38,14 @@ struct LogInfo {
   const char* note = "";  // e.g. a stream whose client went away (its status line said 200)
 };
 thread_local LogInfo g_log;
+// Set when the request this thread serves reached routing (the pre-routing handler), cleared as
+// its response goes out: a response without it is httplib's refusal of a request it could not
+// parse.
+thread_local bool g_routed = false;
+
+// CORS, as llama-server: any origin may call the API from a browser. The preflight (OPTIONS)
+// names the headers a call may carry; it never carries the API key itself.
+constexpr const char* kCorsAllowHeaders = "Authorization, Content-Type, X-Api-Key";
 
 std::string new_id(const char* prefix) {
   static std::atomic<uint64_t> n{0};
@@ -107,7 +119,7 @@ struct Server::Stream {
   std::shared_ptr<Task> task;
   bool started = false;
   std::vector<bool> reported;    // finish chunk sent
-  std::vector<size_t> offsets;   // completions' text_offset per output
+  std::vector<TextOffset> offsets;  // completions' text_offset per output
   // Per output: logprobs whose text is not sent yet, the bytes of text sent, and where the first
   // held logprob's text begins (logprobs_in_text).
   std::vector<std::vector<TokenLogprob>> lp_held;
@@ -245,7 +257,7 @@ void Server::stream_response(httplib::Response& res, Job job, ResponseMeta meta,
   st->task = task;
   const auto n = static_cast<size_t>(task->n_outputs());
   st->reported.assign(n, false);
-  st->offsets.assign(n, 0);
+  st->offsets.assign(n, TextOffset{});
   st->lp_held.assign(n, {});
   st->text_bytes.assign(n, 0);
   st->lp_bytes.assign(n, 0);
@@ -404,7 +416,7 @@ bool Server::stream_step(Stream& st, httplib::DataSink& sink) {
   return true;
 }
 
-void Server::stop(httplib::Server& http, int port) {
+void Server::stop(HttpServer& http, int port) {
   engine_->cancel_all();
   // A signal that came during startup (it waited, blocked, while the model loaded) can arrive
   // before the listen call has begun, and httplib's stop() does nothing to a server not running
@@ -462,7 +474,7 @@ std::string Server::metrics_text() const {
   return out;
 }
 
-void Server::install(httplib::Server& http) {
+void Server::install(HttpServer& http) {
   const int threads =
       params_.threads_http > 0 ? params_.threads_http : engine_->n_parallel() + engine_->queue() + 8;
   // Threads start on demand past `threads` (pool.h): connections that are slow to send their
@@ -470,6 +482,7 @@ void Server::install(httplib::Server& http) {
   const auto most = std::max<size_t>(static_cast<size_t>(threads), kMaxHttpThreads);
   http.new_task_queue = [threads, most] { return new GrowingPool(static_cast<size_t>(threads), most); };
   http.set_payload_max_length(params_.max_body);
+  http.set_keep_alive_max_count(kKeepAliveMaxRequests);
   // --timeout 0 is "none": without a value httplib's 5 s would cut a request whose body is a
   // little slow to come and a stream whose client stops reading for 5 s. (A day: httplib's poll
   // takes the timeout in int milliseconds.)
@@ -482,6 +495,7 @@ void Server::install(httplib::Server& http) {
   // ("-5", or past 2^64) was read as ULLONG_MAX: httplib waited to skip that many bytes.
   http.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
     g_log = LogInfo{};
+    g_routed = true;
     if (req.method != "POST" && req.method != "PUT" && req.method != "PATCH") return httplib::Server::HandlerResponse::Unhandled;
     std::string te = req.get_header_value("Transfer-Encoding");
     std::transform(te.begin(), te.end(), te.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -508,6 +522,21 @@ void Server::install(httplib::Server& http) {
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
+  // Runs for every response as its headers go out, httplib's own refusals included. A response
+  // that says "Connection: close" (a Content-Length that leaves the body's end unknown) and one
+  // to a request httplib could not parse end the connection: what follows on it cannot be framed
+  // as a request. httplib 0.11 would keep it open and add a contradicting Keep-Alive header.
+  http.set_post_routing_handler([](const httplib::Request&, httplib::Response& res) {
+    const bool refused = !std::exchange(g_routed, false);
+    if (refused || res.get_header_value("Connection") == "close") {
+      res.headers.erase("Keep-Alive");
+      res.headers.erase("Connection");
+      res.set_header("Connection", "close");
+      HttpServer::close_after_response();
+    }
+    if (res.status == 204) res.headers.erase("Content-Length");  // RFC 9110: a 204 has none
+  });
+  http.set_default_headers({{"Access-Control-Allow-Origin", "*"}});
   if (params_.access_log) {
     http.set_logger([sink = params_.log](const httplib::Request& req, const httplib::Response& res) {
       const double ms = std::chrono::duration<double, std::milli>(Clock::now() - g_log.t0).count();
@@ -561,13 +590,23 @@ void Server::install(httplib::Server& http) {
       res.set_header("Allow", allowed == "GET" ? "GET, HEAD" : allowed);
       send_error(res, 405, fmt::format("{} {}: method not allowed (use {})", req.method, req.path, allowed));
     };
+    // A browser's CORS preflight before a call with an API key or a JSON body: no key needed
+    // (a preflight never carries one), 204 with what the path accepts.
+    Handler preflight = [allowed](const httplib::Request&, httplib::Response& res) {
+      const std::string methods = allowed == "GET" ? "GET, HEAD, OPTIONS" : allowed + ", OPTIONS";
+      res.status = 204;
+      res.set_header("Allow", methods);
+      res.set_header("Access-Control-Allow-Methods", methods);
+      res.set_header("Access-Control-Allow-Headers", kCorsAllowHeaders);
+      res.set_header("Access-Control-Max-Age", "86400");
+    };
     const bool get = allowed == "GET";
     http.Get(path, get ? wrapped : not_allowed);
     http.Post(path, get ? not_allowed : wrapped);
     http.Put(path, not_allowed);
     http.Patch(path, not_allowed);
     http.Delete(path, not_allowed);
-    http.Options(path, not_allowed);
+    http.Options(path, preflight);
   };
 
   // While shutting down, 503: a load balancer stops sending requests that would be refused.

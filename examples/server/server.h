@@ -16,6 +16,9 @@
 // template, and nothing in a message ever becomes a special token (chat/tokenize_chat.h). Text
 // never ends in U+FFFD, streamed or not; stop strings are not included (runtime/token_sink.h).
 //
+// Any origin may call the API from a browser (CORS, as llama-server): every response allows it
+// and OPTIONS preflights get 204 without the API key.
+//
 // Bad requests get 400 with {"error": {"message", "type", "code"}}: a body over --max-body
 // (413, refused before it is read), nesting deeper than 64, malformed JSON, wrong types or
 // ranges, a prompt longer than the context (the message gives both lengths), n above the slots.
@@ -34,6 +37,7 @@
 #include "chat/chat_template.h"
 #include "common/common.h"
 #include "engine.h"
+#include "http.h"
 
 namespace minfer::server {
 
@@ -41,7 +45,7 @@ struct ServerParams {
   std::string model_name;     ///< reported id; default: general.name or the file name
   std::string chat_template;  ///< --chat-template: "chatml", a file, or empty for the model's own
   EngineParams engine;        ///< -np, --queue, --timeout, --no-cache-prompt
-  std::string api_key;        ///< --api-key: every endpoint but /health needs "Authorization: Bearer KEY"
+  std::string api_key;        ///< --api-key: every endpoint but /health (and CORS preflights) needs "Authorization: Bearer KEY"
   size_t max_body = size_t{8} << 20;  ///< --max-body: larger bodies get 413 unread
   int threads_http = 0;       ///< --threads-http; 0: n_parallel + queue + 8 (a waiting request holds a thread)
   bool access_log = true;     ///< one line per request (method, path, status, tokens, ms)
@@ -60,15 +64,18 @@ class Server {
   /// and std::invalid_argument when a sequence cannot hold the smallest request (min_request_tokens).
   Server(examples::Loaded& model, const RunnerParams& rp, const ServerParams& p);
 
-  /// Registers the routes, the thread pool, the body limit, the timeouts and the access log on `http`.
-  void install(httplib::Server& http);
+  /// Registers the routes, the thread pool, the body limit, the timeouts, the keep-alive limit,
+  /// CORS (Access-Control-Allow-Origin: * on every response, OPTIONS preflights answered 204
+  /// without the API key) and the access log on `http` (an HttpServer: pipelined requests are
+  /// answered, http.h).
+  void install(HttpServer& http);
 
   /// Shuts down cleanly (SIGINT, SIGTERM): ends every task (clients still waiting get 503 "the
   /// server is shutting down", a stream an error event and [DONE]), stops accepting, lets the
   /// handlers answer, then shuts the reading side of the connections still open on `port` so
   /// that none waits out the read timeout (a keep-alive client, a request that arrives slowly).
   /// Returns once http has stopped running (its listen call returns).
-  void stop(httplib::Server& http, int port);
+  void stop(HttpServer& http, int port);
 
   Engine& engine() { return *engine_; }
   const ServerParams& params() const { return params_; }

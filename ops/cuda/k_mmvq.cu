@@ -2,13 +2,20 @@
 // lacks (N <= kMatvecMaxRows = 16 activation rows); mmvq() is the one entry point of both.
 //
 // Activations are quantized once per matmul to q8_1 planes (int8 quants [rows][K] and per
-// 32-element block float2 (d, d * sum(q))). Each warp computes one weight row: lane l walks the
-// row's 32-element units l, l + 32, ...; a unit's weight quants are unpacked into eight 32-bit
-// words of int8 lanes and dotted with the activation quants by __dp4a, then scaled:
-//   unit = d_a * (d0 * dot(q[0..15]) + d1 * dot(q[16..31])) + min terms,
-// where d0/d1 are the weight's (sub-)block scales and the min terms use the activation sums
+// 32-element block float2 (d, d * sum(q))). A warp computes one weight row (Q6_K: RPW rows for
+// several activation rows); its lanes walk the row in one of two layouts:
+// - units (every type but Q6_K): lane l takes the 32-element units l, l + 32, ...; a unit's weight
+//   quants are unpacked into eight 32-bit words of int8 lanes and dotted with the activation
+//   quants by __dp4a, then scaled:
+//     unit = d_a * (d0 * dot(q[0..15]) + d1 * dot(q[16..31])) + min terms,
+//   where d0/d1 are the weight's (sub-)block scales and the min terms use the activation sums;
+// - slices (Q6_K): lane l takes super-block (l >> 3) of a group of four and 32 weights of it whose
+//   quants are three 8-byte pieces (ql low/high, qh), so a warp's loads cover the group's 840
+//   contiguous bytes once (docs/perf/2026-12-03-decode-matmul.md: 1.3-1.4x the unit layout).
+// Blocks that are only 2-byte aligned (Q4_0, Q5_0, Q8_0, Q3_K, Q6_K) are read as aligned 32-bit
+// words and funnel-shifted into place instead of through pairs of 16-bit loads.
 // (ggml's MMVQ design, llama.cpp ggml-cuda/mmvq.cu and vecdotq.cuh; this is an independent
-// implementation over the block layouts of tensor/quants_blocks.h).
+// implementation over the block layouts of tensor/quants_blocks.h.)
 #include <algorithm>
 
 #include "ops/cuda/kernels.cuh"
@@ -16,6 +23,21 @@
 
 namespace minfer::cuda {
 namespace {
+
+// NW 32-bit words of block data at a 2-byte-aligned address: NW + 1 aligned loads (the last only
+// when p is not 4-byte aligned) and funnel shifts. The aligned word holding p's last bytes may
+// extend 2 bytes past them; an aligned word never crosses a page, so this cannot fault.
+template <int NW>
+__device__ __forceinline__ void ld_words_a2(const uint8_t* p, int (&out)[NW]) {
+  const auto* a = reinterpret_cast<const uint32_t*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t{3});
+  const unsigned sh = static_cast<unsigned>(reinterpret_cast<uintptr_t>(p) & 3) * 8;
+  uint32_t w[NW + 1];
+#pragma unroll
+  for (int i = 0; i < NW; ++i) w[i] = __ldg(a + i);
+  w[NW] = sh ? __ldg(a + NW) : 0u;
+#pragma unroll
+  for (int i = 0; i < NW; ++i) out[i] = static_cast<int>(__funnelshift_r(w[i], w[i + 1], sh));
+}
 
 struct WUnit {
   int q[8];
@@ -35,7 +57,6 @@ template <> struct UnitTraits<DType::Q2_K> { static constexpr bool HALF = true; 
 template <> struct UnitTraits<DType::Q3_K> { static constexpr bool HALF = true; static constexpr int MIN = 0; };
 template <> struct UnitTraits<DType::Q4_K> { static constexpr bool HALF = false; static constexpr int MIN = 1; };
 template <> struct UnitTraits<DType::Q5_K> { static constexpr bool HALF = false; static constexpr int MIN = 1; };
-template <> struct UnitTraits<DType::Q6_K> { static constexpr bool HALF = true; static constexpr int MIN = 0; };
 
 template <DType T>
 __device__ __forceinline__ void decode_unit(const uint8_t* row, int u, WUnit& w);
@@ -44,11 +65,12 @@ template <>
 __device__ __forceinline__ void decode_unit<DType::Q4_0>(const uint8_t* row, int u, WUnit& w) {
   const uint8_t* b = row + u * 18;
   const float d = h2f(*reinterpret_cast<const uint16_t*>(b));
+  int v[4];
+  ld_words_a2(b + 2, v);
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    const int v = ld_i32_a2(b + 2 + 4 * j);
-    w.q[j] = v & 0x0F0F0F0F;
-    w.q[j + 4] = (v >> 4) & 0x0F0F0F0F;
+    w.q[j] = v[j] & 0x0F0F0F0F;
+    w.q[j + 4] = (v[j] >> 4) & 0x0F0F0F0F;
   }
   w.d0 = w.d1 = d;
   w.m0 = -8.0f * d;
@@ -72,12 +94,13 @@ template <>
 __device__ __forceinline__ void decode_unit<DType::Q5_0>(const uint8_t* row, int u, WUnit& w) {
   const uint8_t* b = row + u * 22;
   const float d = h2f(*reinterpret_cast<const uint16_t*>(b));
-  const uint32_t qh = static_cast<uint32_t>(ld_i32_a2(b + 2));
+  int v[5];  // qh, then the 16 quant bytes
+  ld_words_a2(b + 2, v);
+  const uint32_t qh = static_cast<uint32_t>(v[0]);
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    const int v = ld_i32_a2(b + 6 + 4 * j);
-    w.q[j] = (v & 0x0F0F0F0F) | spread4_bit4(qh >> (4 * j));
-    w.q[j + 4] = ((v >> 4) & 0x0F0F0F0F) | spread4_bit4(qh >> (16 + 4 * j));
+    w.q[j] = (v[j + 1] & 0x0F0F0F0F) | spread4_bit4(qh >> (4 * j));
+    w.q[j + 4] = ((v[j + 1] >> 4) & 0x0F0F0F0F) | spread4_bit4(qh >> (16 + 4 * j));
   }
   w.d0 = w.d1 = d;
   w.m0 = -16.0f * d;
@@ -101,8 +124,7 @@ __device__ __forceinline__ void decode_unit<DType::Q5_1>(const uint8_t* row, int
 template <>
 __device__ __forceinline__ void decode_unit<DType::Q8_0>(const uint8_t* row, int u, WUnit& w) {
   const uint8_t* b = row + u * 34;
-#pragma unroll
-  for (int j = 0; j < 8; ++j) w.q[j] = ld_i32_a2(b + 2 + 4 * j);
+  ld_words_a2(b + 2, w.q);
   w.d0 = w.d1 = h2f(*reinterpret_cast<const uint16_t*>(b));
 }
 
@@ -127,10 +149,13 @@ __device__ __forceinline__ void decode_unit<DType::Q3_K>(const uint8_t* row, int
   const uint8_t* b = row + (u >> 3) * 110;
   const int j = u & 7, shift = 2 * (j & 3);
   const uint8_t* qs = b + 32 + 32 * (j >> 2);
+  int ql[8], hm[8];
+  ld_words_a2(qs, ql);
+  ld_words_a2(b, hm);
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
-    const int q2 = (ld_i32_a2(qs + 4 * i) >> shift) & 0x03030303;
-    const int hb = (ld_i32_a2(b + 4 * i) >> j) & 0x01010101;
+    const int q2 = (ql[i] >> shift) & 0x03030303;
+    const int hb = (hm[i] >> j) & 0x01010101;
     w.q[i] = __vsubss4(q2 | (hb << 2), 0x04040404);
   }
   const float d = h2f(*reinterpret_cast<const uint16_t*>(b + 108));
@@ -185,23 +210,49 @@ __device__ __forceinline__ void decode_unit<DType::Q5_K>(const uint8_t* row, int
   w.d1 = w.d0;
 }
 
-template <>
-__device__ __forceinline__ void decode_unit<DType::Q6_K>(const uint8_t* row, int u, WUnit& w) {
-  const uint8_t* b = row + (u >> 3) * 210;
-  const int j = u & 7, h = j >> 2, qd = j & 3;
-  const uint8_t* ql = b + 64 * h + 32 * (qd & 1);
-  const uint8_t* qh = b + 128 + 32 * h;
-  const int ls = 4 * (qd >> 1), hs = 2 * qd;
+// Q6_K slices. Slice p (0..7) of a super-block: half h = p >> 2 and l in [8j, 8j + 8) for
+// j = p & 3: the 8-byte pieces ql[64h + l], ql[64h + 32 + l] and qh[32h + l] hold elements
+// 128h + 32k + l (k = 0..3, ggml's dequantize_row_q6_K) with scales sc[8h + (j >> 1) + 2k].
+struct Q6Slice {
+  int l0[2], l1[2], h[2], sc[2];
+  uint16_t d;
+};
+
+__device__ __forceinline__ void q6k_slice_load(const uint8_t* blk, int p, Q6Slice& r) {
+  const int h = p >> 2, j = p & 3;
+  ld_words_a2(blk + 64 * h + 8 * j, r.l0);
+  ld_words_a2(blk + 64 * h + 32 + 8 * j, r.l1);
+  ld_words_a2(blk + 128 + 32 * h + 8 * j, r.h);
+  ld_words_a2(blk + 192 + 8 * h, r.sc);
+  r.d = __ldg(reinterpret_cast<const unsigned short*>(blk + 208));
+}
+
+// The slice's 32 weights against activation block `qb` (256 quants) and its eight (d, s) pairs:
+// d * (sum over k of d_a[4h + k] * sc_k * dot_k), each dot over 8 elements, in a fixed order.
+__device__ __forceinline__ float q6k_slice_dot(const Q6Slice& r, int p, const int8_t* qb, const float2* db) {
+  const int h = p >> 2, j = p & 3;
+  const int8_t* a = qb + 128 * h + 8 * j;
+  int2 x[4];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const int lo = (ld_i32_a2(ql + 4 * i) >> ls) & 0x0F0F0F0F;
-    const int hi = (ld_i32_a2(qh + 4 * i) >> hs) & 0x03030303;
-    w.q[i] = __vsubss4(lo | (hi << 4), 0x20202020);
-  }
-  const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
-  const float d = h2f(*reinterpret_cast<const uint16_t*>(b + 208));
-  w.d0 = d * static_cast<float>(sc[8 * h + 2 * qd]);
-  w.d1 = d * static_cast<float>(sc[8 * h + 2 * qd + 1]);
+  for (int k = 0; k < 4; ++k) x[k] = *reinterpret_cast<const int2*>(a + 32 * k);
+  const float4 da = *reinterpret_cast<const float4*>(db + 4 * h), db2 = *reinterpret_cast<const float4*>(db + 4 * h + 2);
+  auto q6 = [](int lo, int hi) {
+    return static_cast<int>(__vsubss4((lo & 0x0F0F0F0F) | ((hi & 0x03030303) << 4), 0x20202020));
+  };
+  const int d0 = __dp4a(q6(r.l0[1], r.h[1]), x[0].y, __dp4a(q6(r.l0[0], r.h[0]), x[0].x, 0));
+  const int d1 = __dp4a(q6(r.l1[1], r.h[1] >> 2), x[1].y, __dp4a(q6(r.l1[0], r.h[0] >> 2), x[1].x, 0));
+  const int d2 = __dp4a(q6(r.l0[1] >> 4, r.h[1] >> 4), x[2].y, __dp4a(q6(r.l0[0] >> 4, r.h[0] >> 4), x[2].x, 0));
+  const int d3 = __dp4a(q6(r.l1[1] >> 4, r.h[1] >> 6), x[3].y, __dp4a(q6(r.l1[0] >> 4, r.h[0] >> 6), x[3].x, 0));
+  const int s = 8 * (j >> 1);
+  const float d = h2f(r.d);
+  const float s0 = static_cast<float>(static_cast<int8_t>(r.sc[0] >> s));
+  const float s1 = static_cast<float>(static_cast<int8_t>(r.sc[0] >> (16 + s)));
+  const float s2 = static_cast<float>(static_cast<int8_t>(r.sc[1] >> s));
+  const float s3 = static_cast<float>(static_cast<int8_t>(r.sc[1] >> (16 + s)));
+  float v = __fmul_rn(__fmul_rn(da.x, __fmul_rn(d, s0)), static_cast<float>(d0));
+  v = __fmaf_rn(__fmul_rn(da.z, __fmul_rn(d, s1)), static_cast<float>(d1), v);
+  v = __fmaf_rn(__fmul_rn(db2.x, __fmul_rn(d, s2)), static_cast<float>(d2), v);
+  return __fmaf_rn(__fmul_rn(db2.z, __fmul_rn(d, s3)), static_cast<float>(d3), v);
 }
 
 template <DType T>
@@ -249,48 +300,95 @@ __device__ __forceinline__ float unit_dot_a(const WUnit& w, const int* a, float2
   return r;
 }
 
-constexpr int kRowsPerBlock = 4;  // one warp per weight row
+constexpr int kWarpsPerBlock = 4;
+
+// Weight rows per warp: Q6_K takes several rows per warp from two activation rows on (each
+// activation load then serves RPW rows; measured 1.7x at four rows on the 7B LM head), the unit
+// layout one (more rows per warp measured slower for Q4_K).
+constexpr int rows_per_warp(DType t, int nc) {
+  return t == DType::Q6_K && nc > 1 && nc <= kMmvqRows ? (nc <= 3 ? 2 : 4) : 1;
+}
+
+// This lane's partial dots of RPW weight rows with NC q8_1 activation rows (q0/d0: [NC][K] quants,
+// [NC][K/32] scales); a row's result is warp_sum of them. What a (weight row, activation row)
+// pair computes depends on neither NC nor RPW: the decode kernels are batch-invariant.
+template <DType T, int NC, int RPW>
+__device__ __forceinline__ void lane_dots(const uint8_t* const (&rows)[RPW], int U, const int8_t* q0,
+                                          const float2* d0, int lane, float (&acc)[RPW][NC]) {
+  const int64_t K = static_cast<int64_t>(U) * 32;
+#pragma unroll
+  for (int i = 0; i < RPW; ++i)
+#pragma unroll
+    for (int c = 0; c < NC; ++c) acc[i][c] = 0.0f;
+  if constexpr (T == DType::Q6_K) {
+    const int nblk = U / 8, p = lane & 7;
+    for (int b = lane >> 3; b < nblk; b += 4) {
+      Q6Slice r[RPW];
+#pragma unroll
+      for (int i = 0; i < RPW; ++i) q6k_slice_load(rows[i] + static_cast<int64_t>(b) * 210, p, r[i]);
+#pragma unroll
+      for (int c = 0; c < NC; ++c) {
+        const int8_t* qb = q0 + c * K + static_cast<int64_t>(b) * 256;
+        const float2* db = d0 + c * U + b * 8;
+#pragma unroll
+        for (int i = 0; i < RPW; ++i) acc[i][c] += q6k_slice_dot(r[i], p, qb, db);
+      }
+    }
+  } else {
+    // Two units per lane and iteration: both units' weight loads are independent and issue
+    // before either is used, doubling the bytes in flight per warp (decode is bound by memory
+    // latency).
+    int u = lane;
+    for (; u + 32 < U; u += 64) {
+#pragma unroll
+      for (int i = 0; i < RPW; ++i) {
+        WUnit w0, w1;
+        decode_unit<T>(rows[i], u, w0);
+        decode_unit<T>(rows[i], u + 32, w1);
+#pragma unroll
+        for (int c = 0; c < NC; ++c)
+          acc[i][c] += unit_dot<T>(w0, q0 + c * K + static_cast<int64_t>(u) * 32, d0[c * U + u]) +
+                       unit_dot<T>(w1, q0 + c * K + static_cast<int64_t>(u + 32) * 32, d0[c * U + u + 32]);
+      }
+    }
+    if (u < U) {
+#pragma unroll
+      for (int i = 0; i < RPW; ++i) {
+        WUnit wu;
+        decode_unit<T>(rows[i], u, wu);
+#pragma unroll
+        for (int c = 0; c < NC; ++c)
+          acc[i][c] += unit_dot<T>(wu, q0 + c * K + static_cast<int64_t>(u) * 32, d0[c * U + u]);
+      }
+    }
+  }
+}
 
 template <DType T, int NC>
-__global__ void __launch_bounds__(32 * kRowsPerBlock) mmvq_kernel(const uint8_t* w, int64_t w_nb1, int64_t w_nb2,
+__global__ void __launch_bounds__(32 * kWarpsPerBlock) mmvq_kernel(const uint8_t* w, int64_t w_nb1, int64_t w_nb2,
                                                                    int64_t w_nb3, int64_t M, int U, const int8_t* qs,
                                                                    const float2* ds, int64_t r2, int64_t r3, int64_t B2,
                                                                    float* dst, const float* residual) {
+  constexpr int RPW = rows_per_warp(T, NC);
   const int lane = threadIdx.x & 31;
-  const int64_t m = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5);
-  if (m >= M) return;
+  const int64_t m0 = (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5)) * RPW;
+  if (m0 >= M) return;
   const int64_t bz = blockIdx.y, i2 = bz % B2, i3 = bz / B2;
-  const uint8_t* row = w + m * w_nb1 + (i2 / r2) * w_nb2 + (i3 / r3) * w_nb3;
+  const uint8_t* rows[RPW];
+#pragma unroll
+  for (int i = 0; i < RPW; ++i)
+    rows[i] = w + min(m0 + i, M - 1) * w_nb1 + (i2 / r2) * w_nb2 + (i3 / r3) * w_nb3;
   const int64_t K = static_cast<int64_t>(U) * 32;
-  const int8_t* q0 = qs + bz * NC * K;
-  const float2* d0 = ds + bz * NC * U;
-  float acc[NC];
+  float acc[RPW][NC];
+  lane_dots<T, NC, RPW>(rows, U, qs + bz * NC * K, ds + bz * NC * U, lane, acc);
 #pragma unroll
-  for (int c = 0; c < NC; ++c) acc[c] = 0.0f;
-  // Two units per lane and iteration: both units' weight loads are independent and issue before
-  // either is used, doubling the bytes in flight per warp (decode is bound by memory latency).
-  int u = lane;
-  for (; u + 32 < U; u += 64) {
-    WUnit w0, w1;
-    decode_unit<T>(row, u, w0);
-    decode_unit<T>(row, u + 32, w1);
+  for (int i = 0; i < RPW; ++i)
 #pragma unroll
-    for (int c = 0; c < NC; ++c)
-      acc[c] += unit_dot<T>(w0, q0 + c * K + static_cast<int64_t>(u) * 32, d0[c * U + u]) +
-                unit_dot<T>(w1, q0 + c * K + static_cast<int64_t>(u + 32) * 32, d0[c * U + u + 32]);
-  }
-  if (u < U) {
-    WUnit wu;
-    decode_unit<T>(row, u, wu);
-#pragma unroll
-    for (int c = 0; c < NC; ++c) acc[c] += unit_dot<T>(wu, q0 + c * K + static_cast<int64_t>(u) * 32, d0[c * U + u]);
-  }
-#pragma unroll
-  for (int c = 0; c < NC; ++c) {
-    const float v = warp_sum(acc[c]);
-    const int64_t o = (bz * NC + c) * M + m;
-    if (lane == 0) dst[o] = residual ? residual[o] + v : v;
-  }
+    for (int c = 0; c < NC; ++c) {
+      const float v = warp_sum(acc[i][c]);
+      const int64_t o = (bz * NC + c) * M + m0 + i;
+      if (lane == 0 && m0 + i < M) dst[o] = residual ? residual[o] + v : v;
+    }
 }
 
 // One warp per 32-element block: q = round(x / d), d = absmax / 127, s = d * sum(q).
@@ -346,13 +444,13 @@ __global__ void swiglu_f32_kernel(TD g, TD u, float* h) {
 // and the activation its q8_1 row; the arithmetic is mmvq_kernel<T, 1>'s, expression for
 // expression, so a pair gets the bits the decode mul_mat gives that expert slice and row.
 template <DType T>
-__global__ void __launch_bounds__(32 * kRowsPerBlock) mmvq_id_kernel(const uint8_t* w, int64_t w_nb1, int64_t w_nb2,
+__global__ void __launch_bounds__(32 * kWarpsPerBlock) mmvq_id_kernel(const uint8_t* w, int64_t w_nb1, int64_t w_nb2,
                                                                       int64_t n_expert, int64_t M, int U,
                                                                       const int8_t* qs, const float2* ds, TD ids,
                                                                       int64_t n_act, int64_t slot0, float* dst,
                                                                       ErrorSink sink) {
   const int lane = threadIdx.x & 31;
-  const int64_t m = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5);
+  const int64_t m = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   if (m >= M) return;
   const int64_t s = slot0 + blockIdx.y, k = ids.ne[0], j = s % k, t = s / k;
   const int32_t e = *reinterpret_cast<const int32_t*>(ids.data + j * ids.nb[0] + t * ids.nb[1]);
@@ -361,25 +459,11 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock) mmvq_id_kernel(const uint8
     if (lane == 0) dst[s * M + m] = __int_as_float(0x7fc00000);
     return;
   }
-  const uint8_t* row = w + m * w_nb1 + static_cast<int64_t>(e) * w_nb2;
-  const int64_t K = static_cast<int64_t>(U) * 32;
-  const int8_t* q0 = qs + (j % n_act + n_act * t) * K;
-  const float2* d0 = ds + (j % n_act + n_act * t) * U;
-  float acc = 0.0f;
-  int u = lane;
-  for (; u + 32 < U; u += 64) {
-    WUnit w0, w1;
-    decode_unit<T>(row, u, w0);
-    decode_unit<T>(row, u + 32, w1);
-    acc += unit_dot<T>(w0, q0 + static_cast<int64_t>(u) * 32, d0[u]) +
-           unit_dot<T>(w1, q0 + static_cast<int64_t>(u + 32) * 32, d0[u + 32]);
-  }
-  if (u < U) {
-    WUnit wu;
-    decode_unit<T>(row, u, wu);
-    acc += unit_dot<T>(wu, q0 + static_cast<int64_t>(u) * 32, d0[u]);
-  }
-  const float v = warp_sum(acc);
+  const uint8_t* rows[1] = {w + m * w_nb1 + static_cast<int64_t>(e) * w_nb2};
+  const int64_t K = static_cast<int64_t>(U) * 32, a = j % n_act + n_act * t;
+  float acc[1][1];
+  lane_dots<T, 1, 1>(rows, U, qs + a * K, ds + a * U, lane, acc);
+  const float v = warp_sum(acc[0][0]);
   if (lane == 0) dst[s * M + m] = v;
 }
 
@@ -390,29 +474,31 @@ void launch_mmvq_id_t(KernelContext& kc, const Tensor& as, const Tensor& ids, co
   const int U = static_cast<int>(as.ne[0] / 32);
   constexpr int64_t kMaxGridY = 65535;
   for (int64_t s0 = 0; s0 < slots; s0 += kMaxGridY) {
-    const dim3 grid(static_cast<unsigned>(ceil_div(M, kRowsPerBlock)), static_cast<unsigned>(std::min(kMaxGridY, slots - s0)));
-    mmvq_id_kernel<T><<<grid, 32 * kRowsPerBlock, 0, kc.stream>>>(
+    const dim3 grid(static_cast<unsigned>(ceil_div(M, kWarpsPerBlock)), static_cast<unsigned>(std::min(kMaxGridY, slots - s0)));
+    mmvq_id_kernel<T><<<grid, 32 * kWarpsPerBlock, 0, kc.stream>>>(
         static_cast<const uint8_t*>(as.data), static_cast<int64_t>(as.nb[1]), static_cast<int64_t>(as.nb[2]), as.ne[2],
         M, U, qs, ds, td(ids), n_act, s0, dst, kc.sink());
     kc.check_launch("mmvq_id_kernel");
   }
 }
 
+template <DType T, int NC>
+void launch_mmvq_nc(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t B2, int64_t B3,
+                    float* dst, const float* residual) {
+  const int64_t M = a.ne[1];
+  const int U = static_cast<int>(a.ne[0] / 32);
+  const dim3 grid(static_cast<unsigned>(ceil_div(M, kWarpsPerBlock * rows_per_warp(T, NC))), static_cast<unsigned>(B2 * B3));
+  mmvq_kernel<T, NC><<<grid, 32 * kWarpsPerBlock, 0, kc.stream>>>(
+      static_cast<const uint8_t*>(a.data), static_cast<int64_t>(a.nb[1]), static_cast<int64_t>(a.nb[2]),
+      static_cast<int64_t>(a.nb[3]), M, U, qs, ds, B2 / a.ne[2], B3 / a.ne[3], B2, dst, residual);
+}
+
 template <DType T>
 void launch_mmvq_t(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2,
                    int64_t B3, float* dst, const float* residual) {
-  const int64_t M = a.ne[1];
-  const int U = static_cast<int>(a.ne[0] / 32);
-  const dim3 grid(static_cast<unsigned>(ceil_div(M, kRowsPerBlock)), static_cast<unsigned>(B2 * B3));
-  const int64_t r2 = B2 / a.ne[2], r3 = B3 / a.ne[3];
-  const auto* w = static_cast<const uint8_t*>(a.data);
-  const int64_t nb1 = static_cast<int64_t>(a.nb[1]), nb2 = static_cast<int64_t>(a.nb[2]),
-                nb3 = static_cast<int64_t>(a.nb[3]);
   switch (N) {
-#define MINFER_NC(n)                                                                                       \
-  case n:                                                                                                  \
-    mmvq_kernel<T, n><<<grid, 32 * kRowsPerBlock, 0, kc.stream>>>(w, nb1, nb2, nb3, M, U, qs, ds, r2, r3, B2, dst, residual); \
-    break;
+#define MINFER_NC(n) \
+  case n: launch_mmvq_nc<T, n>(kc, a, qs, ds, B2, B3, dst, residual); break;
     MINFER_NC(1) MINFER_NC(2) MINFER_NC(3) MINFER_NC(4) MINFER_NC(5) MINFER_NC(6) MINFER_NC(7) MINFER_NC(8)
     MINFER_NC(9) MINFER_NC(10) MINFER_NC(11) MINFER_NC(12) MINFER_NC(13) MINFER_NC(14) MINFER_NC(15) MINFER_NC(16)
 #undef MINFER_NC

@@ -5,10 +5,12 @@
 // ending with every KV block free.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "common/test_util.h"
 #include "text_model.h"
@@ -49,8 +51,23 @@ TEST(Scheduler, SixteenGreedySequencesEqualTheirSoloRuns) {
   std::map<RequestId, std::string> streamed;
   size_t submitted = 0;
   for (; submitted < 6; ++submitted) jobs[submitted].id = sched.submit(request(jobs[submitted]));
-  while (sched.step())
+  // The rows are drawn on the scheduler's own threads (the vocabulary is 8k or more): started by
+  // the first step that draws several rows, the same ones every later step — between steps the
+  // process keeps exactly as many threads.
+  ASSERT_GE(L.tok->n_vocab(), 8192);
+  EXPECT_EQ(sched.n_sampling_threads(), 0);
+  auto process_threads = [] {
+    return std::distance(std::filesystem::directory_iterator("/proc/self/task"), std::filesystem::directory_iterator{});
+  };
+  std::optional<std::ptrdiff_t> threads_then;
+  while (sched.step()) {
     if (submitted < jobs.size()) jobs[submitted].id = sched.submit(request(jobs[submitted])), ++submitted;
+    if (sched.n_sampling_threads() == 0) continue;
+    if (!threads_then) threads_then = process_threads();
+    ASSERT_EQ(process_threads(), *threads_then) << "threads started or ended between steps";
+  }
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  EXPECT_EQ(sched.n_sampling_threads(), std::min(hw, 16) - 1);
   EXPECT_GT(sched.stats().max_batch_rows, 16);
   for (const Job& j : jobs) {
     ASSERT_TRUE(sched.finished(j.id));

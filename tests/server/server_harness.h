@@ -123,7 +123,7 @@ class TestServer {
 
  private:
   std::unique_ptr<server::Server> server_;
-  httplib::Server http_;
+  server::HttpServer http_;
   std::thread thread_;
   int port_ = 0;
   std::mutex log_mu_;
@@ -248,6 +248,17 @@ class RawConn {
       got_.append(buf, static_cast<size_t>(n));
     }
     return true;
+  }
+  /// Reads until the server ends the connection: true for an orderly end (FIN), false for a
+  /// reset or 10 s without data.
+  bool read_to_end() {
+    char buf[4096];
+    for (;;) {
+      const ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
+      if (n == 0) return true;
+      if (n < 0) return false;
+      got_.append(buf, static_cast<size_t>(n));
+    }
   }
   const std::string& received() const { return got_; }
   void close_now() {

@@ -151,8 +151,13 @@ TEST(ServerApiParse, NullContentOnlyOnAssistantMessages) {
   Parser P;
   const server::json user_null = {{"role", "user"}, {"content", nullptr}};
   std::string msg = P.refusal({{"messages", {user_null}}}, true);
-  EXPECT_NE(msg.find("messages[0]"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("user"), std::string::npos) << msg;
+  EXPECT_EQ(msg, "messages[0] (user): 'content' is null; it must be a string or an array of text parts (only an assistant "
+                 "message may have null or no content)");
+  msg = P.refusal({{"messages", {{{"role", "user"}}}}}, true);
+  EXPECT_NE(msg.find("messages[0] (user): 'content' is missing; it must be a string or an array of text parts"), std::string::npos)
+      << msg;
+  msg = P.refusal({{"messages", {{{"role", "user"}, {"content", 42}}}}}, true);
+  EXPECT_EQ(msg, "messages[0] (user): 'content' must be a string or an array of text parts, got 42") << msg;
   msg = P.refusal({{"messages", {{{"role", "system"}, {"content", "s"}}, {{"role", "user"}, {"content", "a"}}, user_null}}}, true);
   EXPECT_NE(msg.find("messages[2]"), std::string::npos) << msg;
   msg = P.refusal({{"messages", {{{"role", "system"}, {"content", nullptr}}, {{"role", "user"}, {"content", "a"}}}}}, true);
@@ -166,6 +171,21 @@ TEST(ServerApiParse, NullContentOnlyOnAssistantMessages) {
                          {{"role", "tool"}, {"content", "42"}}}}},
                       true),
             "");
+}
+
+// text_offset in characters: a token that begins inside a character (the second byte of "é",
+// the second half of an emoji) comes after it; an ill-formed part is the one U+FFFD it becomes,
+// also when it was pending (a cut 3-byte lead followed by ASCII).
+TEST(ServerApiParse, TextOffsetCountsCodePoints) {
+  // The text: a é b 😀 c U+FFFD d U+FFFD A 日 本 z (12 characters).
+  const std::pair<std::string, size_t> tokens[] = {
+      {"a", 0}, {"\xC3", 1}, {"\xA9", 2}, {"b", 2}, {"\xF0\x9F", 3},
+      {"\x98\x80", 4}, {"c", 4}, {"\x80", 5}, {"d", 6}, {"\xE2\x80", 7},
+      {"A", 8}, {"", 9}, {"\xE6\x97\xA5\xE6", 9}, {"\x9C\xAC", 11}, {"z", 11}};
+  server::TextOffset off;
+  for (size_t i = 0; i < std::size(tokens); ++i) EXPECT_EQ(off.next(tokens[i].first), tokens[i].second) << "token " << i;
+  EXPECT_EQ(off.chars, 12u);
+  EXPECT_TRUE(off.pending.empty());
 }
 
 // tool_choice: "auto" (and no tool_choice) hands the tools to the template, "none" does not;

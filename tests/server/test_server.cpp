@@ -12,6 +12,7 @@
 
 #include "runtime/generate.h"
 #include "server_harness.h"
+#include "tokenizer/unicode.h"
 #include "tokenizer/vocab.h"
 
 namespace minfer::test {
@@ -264,6 +265,19 @@ TEST_F(ServerApi, ToolCallRoundTripWithNullAssistantContent) {
 }
 
 // Text never ends in U+FFFD and is always well-formed UTF-8, at any max_tokens, streamed or not.
+// A user message with "content": null is a 400 that names the message and says what content
+// must be, before the template sees it (an assistant turn may have null content: above).
+TEST_F(ServerApi, NullUserContentIsRefusedNamingTheMessage) {
+  const json body = {{"messages", {{{"role", "system"}, {"content", "be brief"}}, {{"role", "user"}, {"content", nullptr}}}}};
+  auto r = srv().post("/v1/chat/completions", body.dump());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  const json e = json::parse(r->body)["error"];
+  EXPECT_EQ(e["type"], "invalid_request_error");
+  EXPECT_EQ(e["message"], "messages[1] (user): 'content' is null; it must be a string or an array of text parts (only an "
+                          "assistant message may have null or no content)");
+}
+
 TEST_F(ServerApi, NoReplacementCharacterAtAnyStop) {
   for (int n = 1; n <= 12; ++n) {
     for (bool stream : {false, true}) {
@@ -388,6 +402,42 @@ TEST_F(ServerApi, LogprobsInOpenAIsShapes) {
   auto r = srv().post("/v1/chat/completions", stream_req.dump());
   ASSERT_TRUE(r);
   EXPECT_EQ(sse_logprobs(sse_events(r->body), "content"), content);
+}
+
+// text_offset counts characters (code points: Python's str offsets, as OpenAI), not bytes. This
+// greedy run writes two-byte letters, some split across tokens, and an ill-formed byte (one
+// U+FFFD in the text). A token's offset is the number of the text's characters that begin before
+// its first byte: its prefix decoded as the text is (a character cut at its end is one U+FFFD).
+TEST_F(ServerApi, TextOffsetCountsCharactersNotBytes) {
+  const json req = {{"prompt", "s = '\u00e9 \u00e9 \u00e9 \u00e9 \u00e9 \u00e9 \u00e9 \u00e9 \u00e9 \u00e9 \u00e9 \u00e9"},
+                    {"max_tokens", 24}, {"temperature", 0}, {"ignore_eos", true}, {"logprobs", 0}, {"return_tokens", true}};
+  const json c = srv().post_json("/v1/completions", req)["choices"][0];
+  const std::string text = c["text"];
+  const json& offsets = c["logprobs"]["text_offset"];
+  const auto ids = c["tokens"].get<std::vector<int32_t>>();
+  ASSERT_EQ(offsets.size(), ids.size());
+  auto chars = [](std::string_view s) {
+    return static_cast<size_t>(std::count_if(s.begin(), s.end(), [](char b) { return (static_cast<unsigned char>(b) & 0xC0) != 0x80; }));
+  };
+  std::string bytes;
+  bool inside = false;  // a token that begins inside a character
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(offsets[i].get<size_t>(), chars(tokenizer::utf8_replace_invalid(bytes))) << "token " << i << " of " << c.dump();
+    const std::string& piece = tok().token_to_piece(ids[i], true);
+    inside |= !piece.empty() && (static_cast<unsigned char>(piece[0]) & 0xC0) == 0x80;
+    bytes += piece;
+  }
+  EXPECT_EQ(tokenizer::utf8_replace_invalid(bytes).substr(0, text.size()), text);
+  // What the run must hold for the test to mean something.
+  EXPECT_LT(chars(text), text.size()) << text;
+  EXPECT_NE(text.find("\xEF\xBF\xBD"), std::string::npos) << text;
+  EXPECT_TRUE(inside) << c.dump();
+  // A stream carries the count across its chunks.
+  json streamed = req;
+  streamed["stream"] = true;
+  auto r = srv().post("/v1/completions", streamed.dump());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(sse_logprobs(sse_events(r->body), "text_offset"), offsets);
 }
 
 // A stop string cut from the text takes its tokens' logprobs with it: a response shows the tokens

@@ -330,7 +330,7 @@ TEST(ServerLimits, NoTimeoutMeansNoHttpReadTimeoutEither) {
 // waited while the model loaded). It must still stop the server once it listens.
 TEST(ServerLimits, StopBeforeListenStillStopsTheServer) {
   server::Server srv(default_model(), test_runner_params(), test_server_params());
-  httplib::Server http;
+  server::HttpServer http;
   srv.install(http);
   const int port = server::bind_server(http, "127.0.0.1", 0);
   ASSERT_GT(port, 0);
