@@ -7,8 +7,8 @@
 #include <exception>
 #include <thread>
 
+#include "ops/cpu/thread_pool.h"
 #include "runtime/token_sink.h"
-#include "runtime/worker_pool.h"
 
 namespace minfer {
 namespace {
@@ -62,18 +62,28 @@ bool parallel_picks(const std::vector<Pick>& picks) {
 // ~1-2 ms a row, against a GPU decode step of ~10 ms for 16 rows. The pool starts with the first
 // step that needs it (a scheduler that never runs two sequences never starts it) and its threads
 // serve every later step, instead of threads started and joined each step.
-void sample_rows(std::vector<Pick>& picks, std::unique_ptr<WorkerPool>& pool, int32_t n_parallel) {
+void sample_rows(std::vector<Pick>& picks, std::unique_ptr<cpu::ThreadPool>& pool, int32_t n_parallel) {
   if (!parallel_picks(picks)) {
     for (Pick& p : picks) p.token = p.sampler->sample(p.row);
     return;
   }
   if (!pool) {
     const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    pool = std::make_unique<WorkerPool>(std::min(hw, n_parallel) - 1);  // the stepping thread draws too
+    pool = std::make_unique<cpu::ThreadPool>(std::min(hw, n_parallel));  // the stepping thread draws too
   }
   // Every row draws even when one throws; the first row's error is raised, as the serial loop
-  // would raise it.
-  pool->run(picks.size(), [&](size_t i) { picks[i].token = picks[i].sampler->sample(picks[i].row); });
+  // would raise it (the pool rethrows its lowest failing chunk's error, a chunk its first one).
+  pool->parallel_for(static_cast<int64_t>(picks.size()), 1, [&](int64_t b, int64_t e) {
+    std::exception_ptr first;
+    for (int64_t i = b; i < e; ++i) {
+      try {
+        picks[i].token = picks[i].sampler->sample(picks[i].row);
+      } catch (...) {
+        if (!first) first = std::current_exception();
+      }
+    }
+    if (first) std::rethrow_exception(first);
+  });
 }
 
 }  // namespace
@@ -122,7 +132,7 @@ Scheduler::~Scheduler() {
       if (s->kv >= 0 && !s->borrowed && runner_.kv().seq_exists(s->kv)) runner_.kv().seq_free(s->kv);
 }
 
-int32_t Scheduler::n_sampling_threads() const { return sample_pool_ ? sample_pool_->n_workers() : 0; }
+int32_t Scheduler::n_sampling_threads() const { return sample_pool_ ? sample_pool_->n_threads() - 1 : 0; }
 
 int32_t Scheduler::n_running() const { return static_cast<int32_t>(running_.size()); }
 

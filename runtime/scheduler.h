@@ -7,7 +7,7 @@
 // row with its own Sampler and stop rules (TokenSink: end-of-generation tokens, stop strings,
 // n_predict, the context), streams its text, and finished sequences retire: their KV blocks go
 // back to the pool at once. Rows of a large vocabulary are drawn in parallel, on threads the
-// scheduler starts once and keeps (WorkerPool), with the tokens of a serial loop. Requests wait in FIFO order and are admitted between steps while a
+// scheduler starts once and keeps (a cpu::ThreadPool), with the tokens of a serial loop. Requests wait in FIFO order and are admitted between steps while a
 // sequence slot is free and the pool holds their prompt's blocks.
 //
 // A request with n_choices > 1 evaluates its prompt once; the sequence is then forked
@@ -56,7 +56,9 @@
 namespace minfer {
 
 class TokenSink;
-class WorkerPool;
+namespace cpu {
+class ThreadPool;
+}
 
 struct SchedulerParams {
   int32_t n_batch = 0;       ///< token budget of one step; 0: the runner's n_batch
@@ -177,7 +179,7 @@ class Scheduler {
   SchedulerStats stats_;
   // Threads that draw a step's rows in parallel (large vocabularies, distinct samplers): started
   // by the first step that needs them, joined by the destructor.
-  std::unique_ptr<WorkerPool> sample_pool_;
+  std::unique_ptr<cpu::ThreadPool> sample_pool_;
 };
 
 }  // namespace minfer

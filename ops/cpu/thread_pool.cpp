@@ -1,6 +1,7 @@
 #include "ops/cpu/thread_pool.h"
 
 #include <algorithm>
+#include <utility>
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
@@ -40,8 +41,9 @@ void ThreadPool::run_chunks() {
     try {
       (*fn_)(b, e);
     } catch (...) {
+      // The lowest failing chunk's error, whichever thread met it first: the same error every run.
       std::lock_guard<std::mutex> lk(error_mu_);
-      if (!error_) error_ = std::current_exception();
+      if (!error_ || b < error_begin_) error_ = std::current_exception(), error_begin_ = b;
     }
   }
 }
@@ -82,6 +84,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   chunk_ = std::max(grain, (n + 4 * nt - 1) / (4 * nt));
   next_.store(0);
   error_ = nullptr;
+  error_begin_ = 0;
   pending_.store(static_cast<int>(workers_.size()), std::memory_order_release);
   {
     // Publishing under the mutex pairs with the sleepers' predicate check (no lost wake-up).
@@ -94,7 +97,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
     if (i < kSpinIterations) MINFER_PAUSE();
     else std::this_thread::yield();  // a worker was descheduled: give it the core
   }
-  if (error_) std::rethrow_exception(error_);
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
 }
 
 }  // namespace minfer::cpu

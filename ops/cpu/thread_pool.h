@@ -28,8 +28,9 @@ class ThreadPool {
   int n_threads() const { return static_cast<int>(workers_.size()) + 1; }
 
   /// Calls fn(begin, end) over [0, n) split into chunks of at least `grain` items, on all threads
-  /// (the caller included), and returns when every chunk is done. Exceptions from fn are
-  /// rethrown here (the first one). Not reentrant: one parallel_for at a time.
+  /// (the caller included), and returns when every chunk is done. Every chunk runs even when one
+  /// throws; then the exception of the lowest failing chunk is rethrown here. Not reentrant: one
+  /// parallel_for at a time.
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
@@ -48,6 +49,7 @@ class ThreadPool {
   int64_t n_ = 0, chunk_ = 1;
   std::atomic<int64_t> next_{0};
   std::exception_ptr error_;
+  int64_t error_begin_ = 0;  // first item of the chunk that threw error_
   std::mutex error_mu_;
 };
 
