@@ -335,31 +335,27 @@ __device__ __forceinline__ void lane_dots(const uint8_t* const (&rows)[RPW], int
       }
     }
   } else {
+    static_assert(RPW == 1, "the unit layout takes one weight row per warp (rows_per_warp)");
+    const uint8_t* row = rows[0];
     // Two units per lane and iteration: both units' weight loads are independent and issue
     // before either is used, doubling the bytes in flight per warp (decode is bound by memory
     // latency).
     int u = lane;
     for (; u + 32 < U; u += 64) {
+      WUnit w0, w1;
+      decode_unit<T>(row, u, w0);
+      decode_unit<T>(row, u + 32, w1);
 #pragma unroll
-      for (int i = 0; i < RPW; ++i) {
-        WUnit w0, w1;
-        decode_unit<T>(rows[i], u, w0);
-        decode_unit<T>(rows[i], u + 32, w1);
-#pragma unroll
-        for (int c = 0; c < NC; ++c)
-          acc[i][c] += unit_dot<T>(w0, q0 + c * K + static_cast<int64_t>(u) * 32, d0[c * U + u]) +
-                       unit_dot<T>(w1, q0 + c * K + static_cast<int64_t>(u + 32) * 32, d0[c * U + u + 32]);
-      }
+      for (int c = 0; c < NC; ++c)
+        acc[0][c] += unit_dot<T>(w0, q0 + c * K + static_cast<int64_t>(u) * 32, d0[c * U + u]) +
+                     unit_dot<T>(w1, q0 + c * K + static_cast<int64_t>(u + 32) * 32, d0[c * U + u + 32]);
     }
     if (u < U) {
+      WUnit wu;
+      decode_unit<T>(row, u, wu);
 #pragma unroll
-      for (int i = 0; i < RPW; ++i) {
-        WUnit wu;
-        decode_unit<T>(rows[i], u, wu);
-#pragma unroll
-        for (int c = 0; c < NC; ++c)
-          acc[i][c] += unit_dot<T>(wu, q0 + c * K + static_cast<int64_t>(u) * 32, d0[c * U + u]);
-      }
+      for (int c = 0; c < NC; ++c)
+        acc[0][c] += unit_dot<T>(wu, q0 + c * K + static_cast<int64_t>(u) * 32, d0[c * U + u]);
     }
   }
 }
@@ -441,8 +437,8 @@ __global__ void swiglu_f32_kernel(TD g, TD u, float* h) {
 
 // MUL_MAT_ID (k_moe.cu): one (token, slot) pair per blockIdx.y. The weight is the slice of the
 // expert the pair selected (its id read on the device, so captured graphs replay for any routing)
-// and the activation its q8_1 row; the arithmetic is mmvq_kernel<T, 1>'s, expression for
-// expression, so a pair gets the bits the decode mul_mat gives that expert slice and row.
+// and the activation its q8_1 row; the arithmetic is mmvq_kernel<T, 1>'s (both run lane_dots),
+// so a pair gets the bits the decode mul_mat gives that expert slice and row.
 template <DType T>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock) mmvq_id_kernel(const uint8_t* w, int64_t w_nb1, int64_t w_nb2,
                                                                       int64_t n_expert, int64_t M, int U,
