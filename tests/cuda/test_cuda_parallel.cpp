@@ -32,6 +32,7 @@
 #include "quantize/quantize_file.h"
 #include "runtime/backends.h"
 #include "runtime/model_runner.h"
+#include "runtime/sampler.h"
 #include "runtime/session.h"
 
 namespace minfer::test {
@@ -348,20 +349,6 @@ std::shared_ptr<const gguf::File> f16_fixture(const std::string& name) {
   return file;
 }
 
-double rel_diff(std::span<const float> a, std::span<const float> b) {
-  double md = 0, scale = 1;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(b[i])) return INFINITY;
-    md = std::max(md, static_cast<double>(std::abs(a[i] - b[i])));
-    scale = std::max(scale, static_cast<double>(std::abs(a[i])));
-  }
-  return md / scale;
-}
-
-int32_t argmax_of(std::span<const float> v) {
-  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
-}
-
 TEST(CudaTensorParallel, FixturesOverTwoGpusMatchOneGpu) {
   MINFER_REQUIRE_GPUS(n_gpus);
   (void)n_gpus;
@@ -388,18 +375,18 @@ TEST(CudaTensorParallel, FixturesOverTwoGpusMatchOneGpu) {
         auto la = sa.eval(refs[c].ids);
         std::vector<float> fa(la.begin(), la.end());
         auto lb = sb.eval(refs[c].ids);
-        const double d = rel_diff(fa, lb);
+        const double d = max_rel_diff(fa, lb);
         std::printf("[ cuda tp2 %s prompt %zu ] prefill logits vs one GPU: max |diff| %.3g relative\n", name, c, d);
         EXPECT_LT(d, 1e-3) << name << " prompt " << c;
         std::vector<int32_t> ga, gb;
         for (int i = 0; i < 32; ++i) {  // one-token decode steps: the captured graphs
-          ga.push_back(argmax_of(fa));
-          gb.push_back(argmax_of(lb));
+          ga.push_back(argmax(fa));
+          gb.push_back(argmax(lb));
           const int32_t ta[1] = {ga.back()}, tb[1] = {gb.back()};
           auto na = sa.eval(ta);
           fa.assign(na.begin(), na.end());
           lb = sb.eval(tb);
-          EXPECT_LT(rel_diff(fa, lb), 1e-3) << name << " prompt " << c << " step " << i;
+          EXPECT_LT(max_rel_diff(fa, lb), 1e-3) << name << " prompt " << c << " step " << i;
         }
         EXPECT_EQ(ga, gb) << name << " prompt " << c << ": greedy continuations differ";
       }

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -15,6 +16,16 @@
 #include "tokenizer/tokenizer.h"
 
 namespace minfer::test {
+
+double max_rel_diff(std::span<const float> a, std::span<const float> b) {
+  double md = 0, scale = 1;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(b[i])) return INFINITY;
+    md = std::max(md, static_cast<double>(std::abs(a[i] - b[i])));
+    scale = std::max(scale, static_cast<double>(std::abs(a[i])));
+  }
+  return md / scale;
+}
 
 std::string model_case_name(const std::string& name) {
   std::string n = name;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <ostream>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,10 @@
 #include "tensor/backend.h"
 
 namespace minfer::test {
+
+/// max |a - b| over max(1, max |a|); infinite when b holds a non-finite value. For logits of
+/// the same model computed two ways (sharded vs unsharded sums: the same terms reordered).
+double max_rel_diff(std::span<const float> a, std::span<const float> b);
 
 /// A fixture directory name as a test-name-safe string ("qwen2-yarn-s" -> "qwen2_yarn_s").
 std::string model_case_name(const std::string& name);
