@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 #include <thread>
 #include <unordered_map>
@@ -140,9 +141,12 @@ ModelRunner::StepGraph& ModelRunner::step_graph(Rank& rank, int64_t n_tokens, in
 void ModelRunner::compute_ranks(int64_t n_tokens, int64_t n_out, size_t n_logits) {
   // Graphs are placed (and allocation can fail) before any rank computes: a rank that stops
   // before its first all-reduce would leave the others waiting.
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
   std::vector<StepGraph*> sgs;
   for (Rank& r : ranks_) sgs.push_back(&step_graph(r, n_tokens, n_out));
   kv_.sync();
+  const auto t1 = Clock::now();
   auto run = [&](size_t i) {
     Backend& b = *ranks_[i].backend;
     StepGraph& sg = *sgs[i];
@@ -173,8 +177,13 @@ void ModelRunner::compute_ranks(int64_t n_tokens, int64_t n_out, size_t n_logits
     for (auto& e : errors)
       if (e) std::rethrow_exception(e);
   }
+  const auto t2 = Clock::now();
   logits_.resize(n_logits * static_cast<size_t>(n_vocab()));
   if (n_logits > 0) ranks_[0].backend->get_tensor(*sgs[0]->logits, logits_.data(), 0, logits_.size() * 4);
+  const auto t3 = Clock::now();
+  times_.graph_s += std::chrono::duration<double>(t1 - t0).count();
+  times_.compute_s += std::chrono::duration<double>(t2 - t1).count();
+  times_.logits_s += std::chrono::duration<double>(t3 - t2).count();
 }
 
 std::span<const float> ModelRunner::decode(std::span<const BatchToken> batch) {

@@ -50,6 +50,13 @@ struct BatchToken {
   bool logits = false;  ///< return this row's logits
 };
 
+/// Where decode() spends its time, summed over calls (seconds of host wall time).
+struct RunnerTimes {
+  double graph_s = 0;    ///< finding (or building and allocating) the step graph of the shape
+  double compute_s = 0;  ///< inputs uploaded, graph computed, device synchronized
+  double logits_s = 0;   ///< logits rows copied back to the host
+};
+
 class ModelRunner {
  public:
   /// Allocates the KV cache and reserves the arena for a full ubatch with every row's logits (so
@@ -74,6 +81,7 @@ class ModelRunner {
 
   KvCache& kv() { return kv_; }
   const KvCache& kv() const { return kv_; }
+  const RunnerTimes& times() const { return times_; }
   /// Rank 0's model, backend and executor (the only ones without tensor parallelism).
   const Model& model() const { return *ranks_.front().model; }
   Backend& backend() const { return *ranks_.front().backend; }
@@ -122,6 +130,7 @@ class ModelRunner {
   RunnerParams params_;
   KvCache kv_;
   std::vector<float> logits_;
+  RunnerTimes times_;
   std::vector<int32_t> tokens_, pos_, seq_, cells_, rows_;  // staging for the inputs
 };
 

@@ -431,6 +431,7 @@ void Scheduler::end_early(Req& r, bool timeout) {
 bool Scheduler::step() {
   // Cancelled requests and those past their deadline retire first.
   const auto now = Clock::now();
+  auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
   for (auto& [id, r] : reqs_) {
     if (r->finished) continue;
     if (r->cancel) end_early(*r, false);
@@ -501,7 +502,10 @@ bool Scheduler::step() {
     }
   }
 
+  const auto t_forward = Clock::now();
+  stats_.plan_s += std::chrono::duration<double>(t_forward - now).count();
   const std::span<const float> logits = runner_.decode(batch);
+  stats_.forward_s += since(t_forward);
   ++stats_.steps;
   stats_.max_batch_rows = std::max<int64_t>(stats_.max_batch_rows, static_cast<int64_t>(batch.size()));
   for (auto [s, n] : fed) {
@@ -541,13 +545,17 @@ bool Scheduler::step() {
     picks.push_back({s.sampler, row});
     picked.push_back(&s);
   }
+  const auto t_sample = Clock::now();
   sample_rows(picks, sample_pool_, n_parallel_);
+  const auto t_commit = Clock::now();
+  stats_.sample_s += std::chrono::duration<double>(t_commit - t_sample).count();
   for (size_t i = 0; i < picks.size(); ++i)
     if (!commit(*picked[i], picks[i].token, picks[i].row)) ended.push_back(picked[i]);
   for (Seq* s : ended) {
     s->sink->finish();
     retire(*s);
   }
+  stats_.commit_s += since(t_commit);
   return true;
 }
 

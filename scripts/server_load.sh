@@ -46,6 +46,12 @@ grep -m1 'listening on' "$log"
 echo "command: minfer-server ${server_args[*]} / minfer-server-load ${load_args[*]}"
 "$bin/minfer-server-load" --port "$port" "${load_args[@]}"
 rc=$?
+# Where the engine thread's time went (/metrics: the step phases, forward passes, tokens).
+if exec 3<>"/dev/tcp/127.0.0.1/$port"; then
+  printf 'GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
+  grep -E '^minfer:(engine_seconds_total|busy_seconds_total|steps_total|generated_tokens_total|prompt_tokens_total)' <&3
+  exec 3<&-
+fi
 if [[ $rc != 0 ]]; then
   echo "server_load: the load test failed; the server log ($log) ends with:" >&2
   tail -n 20 "$log" >&2

@@ -195,6 +195,7 @@ void Engine::loop() {
       if (stop_) break;
       fresh.swap(incoming_);
     }
+    const auto t_iter = Clock::now();  // (idle waiting above is not engine time)
     for (auto& t : fresh) start(t);
     // Clients that hung up, and tasks cancelled by their handler: their sequences retire in
     // this step.
@@ -246,6 +247,10 @@ void Engine::loop() {
     }
     snapshot(ran ? dt : 0, after.prompt_tokens - before.prompt_tokens, after.generated_tokens - before.generated_tokens);
     for (auto& t : done) finish(*t);
+    {
+      std::lock_guard<std::mutex> mk(metrics_mu_);
+      m_.outside_s += std::chrono::duration<double>(Clock::now() - t_iter).count() - dt;
+    }
     if (!ran && !tasks_.empty()) {  // nothing could run (should not happen): do not spin
       std::unique_lock<std::mutex> lk(mu_);
       cv_.wait_for(lk, std::chrono::milliseconds(1));
@@ -295,6 +300,13 @@ void Engine::snapshot(double step_s, int64_t d_prompt, int64_t d_gen) {
   m_.kv_evictions = kv.pool().stats().evictions;
   m_.n_parallel = params_.n_parallel;
   m_.queue = params_.queue;
+  const RunnerTimes& rt = runner_->times();
+  m_.plan_s = st.plan_s;
+  m_.graph_s = rt.graph_s;
+  m_.compute_s = rt.compute_s;
+  m_.logits_s = rt.logits_s;
+  m_.sample_s = st.sample_s;
+  m_.commit_s = st.commit_s;
   if (d_prompt > 0 || d_gen > 0) window_.emplace_back(now, d_prompt, d_gen);
   while (!window_.empty() && now - std::get<0>(window_.front()) > kRateWindow) window_.pop_front();
 }

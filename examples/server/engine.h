@@ -110,6 +110,10 @@ struct EngineMetrics {
   int32_t kv_blocks_total = 0, kv_blocks_used = 0, kv_blocks_cached = 0, kv_block_size = 0;
   int64_t kv_evictions = 0;
   int32_t n_parallel = 0, queue = 0;
+  /// Where the engine thread's time goes (seconds, summed): the scheduler's step phases
+  /// (SchedulerStats), the forward's own split (RunnerTimes), and the engine loop around steps
+  /// (taking new tasks, polling for clients that hung up, collecting results, metrics).
+  double plan_s = 0, graph_s = 0, compute_s = 0, logits_s = 0, sample_s = 0, commit_s = 0, outside_s = 0;
 };
 
 class Engine {

@@ -468,6 +468,14 @@ std::string Server::metrics_text() const {
   metric("kv_cache_evictions_total", "counter", "Cached blocks evicted for new ones (least recently used first).", m.kv_evictions);
   metric("n_parallel", "gauge", "Sequences decoded together (-np).", m.n_parallel);
   metric("queue_size", "gauge", "Sequences that may wait beyond the running ones (--queue).", m.queue);
+  out += "# HELP minfer:engine_seconds_total Engine thread time by phase: plan (admit, choose the batch), graph "
+         "(find or build the step graph), compute (upload inputs, run, synchronize), logits (copy them back), sample, "
+         "commit (detokenize, stop rules, stream), outside (the loop around steps).\n"
+         "# TYPE minfer:engine_seconds_total counter\n";
+  for (const auto& [phase, v] : {std::pair{"plan", m.plan_s}, {"graph", m.graph_s}, {"compute", m.compute_s},
+                                 {"logits", m.logits_s}, {"sample", m.sample_s}, {"commit", m.commit_s},
+                                 {"outside", m.outside_s}})
+    out += fmt::format("minfer:engine_seconds_total{{phase=\"{}\"}} {}\n", phase, v);
   out += fmt::format("# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
                      "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes {}\n",
                      rss_bytes());

@@ -1,6 +1,7 @@
 #include "ops/cpu/thread_pool.h"
 
 #include <algorithm>
+#include <stdexcept>
 #include <utility>
 
 #if defined(__x86_64__) || defined(_M_X64)
@@ -33,11 +34,19 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::run_chunks() {
+void ThreadPool::run_chunks(uint32_t job) {
+  auto tag = [](uint64_t w) { return static_cast<uint32_t>(w >> 32); };
+  auto low = [](uint64_t w) { return static_cast<int64_t>(w & 0xFFFFFFFFu); };
   for (;;) {
-    const int64_t b = next_.fetch_add(chunk_);
-    if (b >= n_) break;
-    const int64_t e = std::min(n_, b + chunk_);
+    uint64_t c = claim_.load(std::memory_order_acquire);
+    const uint64_t size = size_.load(std::memory_order_acquire), chunk = chunk_.load(std::memory_order_acquire);
+    if (tag(c) != job || tag(size) != job || tag(chunk) != job) return;  // a later job started: not ours
+    const int64_t b = low(c), n = low(size);
+    if (b >= n) return;
+    const int64_t e = std::min(n, b + low(chunk));
+    if (!claim_.compare_exchange_weak(c, (c & ~uint64_t{0xFFFFFFFFu}) | static_cast<uint64_t>(e),
+                                      std::memory_order_acq_rel, std::memory_order_acquire))
+      continue;
     try {
       (*fn_)(b, e);
     } catch (...) {
@@ -45,11 +54,12 @@ void ThreadPool::run_chunks() {
       std::lock_guard<std::mutex> lk(error_mu_);
       if (!error_ || b < error_begin_) error_ = std::current_exception(), error_begin_ = b;
     }
+    done_.fetch_add(e - b, std::memory_order_acq_rel);
   }
 }
 
 void ThreadPool::worker_loop() {
-  uint64_t seen = 0;
+  uint32_t seen = 0;
   for (;;) {
     bool got = false;
     for (int i = 0; i < kSpinIterations; ++i) {
@@ -65,13 +75,13 @@ void ThreadPool::worker_loop() {
     }
     if (stop_.load()) return;
     seen = generation_.load(std::memory_order_acquire);
-    run_chunks();
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    run_chunks(seen);
   }
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
+  if (n > int64_t{0xFFFFFFFF}) throw std::invalid_argument("ThreadPool::parallel_for: more than 2^32 - 1 items");
   grain = std::max<int64_t>(grain, 1);
   const int nt = n_threads();
   if (nt == 1 || n <= grain) {
@@ -80,22 +90,26 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   }
   // About four chunks per thread balances uneven rows without much scheduling traffic.
   fn_ = &fn;
-  n_ = n;
-  chunk_ = std::max(grain, (n + 4 * nt - 1) / (4 * nt));
-  next_.store(0);
+  const int64_t chunk = std::max(grain, (n + 4 * nt - 1) / (4 * nt));
+  done_.store(0, std::memory_order_relaxed);
   error_ = nullptr;
   error_begin_ = 0;
-  pending_.store(static_cast<int>(workers_.size()), std::memory_order_release);
+  uint32_t job = 0;
   {
     // Publishing under the mutex pairs with the sleepers' predicate check (no lost wake-up).
     std::lock_guard<std::mutex> lk(mu_);
-    generation_.fetch_add(1, std::memory_order_acq_rel);
+    job = generation_.load(std::memory_order_relaxed) + 1;
+    const uint64_t tag = static_cast<uint64_t>(job) << 32;
+    size_.store(tag | static_cast<uint64_t>(n), std::memory_order_release);
+    chunk_.store(tag | static_cast<uint64_t>(std::min<int64_t>(chunk, n)), std::memory_order_release);
+    claim_.store(tag, std::memory_order_release);
+    generation_.store(job, std::memory_order_release);
   }
   wake_.notify_all();
-  run_chunks();
-  for (int i = 0; pending_.load(std::memory_order_acquire) != 0; ++i) {
+  run_chunks(job);
+  for (int i = 0; done_.load(std::memory_order_acquire) != n; ++i) {
     if (i < kSpinIterations) MINFER_PAUSE();
-    else std::this_thread::yield();  // a worker was descheduled: give it the core
+    else std::this_thread::yield();  // a worker holding a chunk was descheduled: give it the core
   }
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
 }

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <functional>
 #include <mutex>
+#include <random>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -95,6 +96,28 @@ TEST(ThreadPool, LowestFailingChunkIsRethrownAfterEveryChunkRan) {
   ran = 0;
   each(pool, 10, [&](size_t) { ran++; });  // the pool works on, with no error left over
   EXPECT_EQ(ran.load(), 10);
+}
+
+// Back-to-back jobs of random sizes: a worker that wakes late finds a later job than the one that
+// woke it, and must neither run the later job's items under the old job's function nor let a job
+// end before its items ran. Each job's function writes its own tag; every item once per job.
+TEST(ThreadPool, BackToBackJobsNeverMixAndNeverEndEarly) {
+  ThreadPool pool(4);
+  std::mt19937 rng(::testing::UnitTest::GetInstance()->random_seed());
+  std::vector<std::atomic<int>> hits(97);
+  std::vector<std::atomic<int>> tag(97);
+  for (int job = 1; job <= 20000; ++job) {
+    const auto n = static_cast<size_t>(1 + rng() % hits.size());
+    for (size_t i = 0; i < n; ++i) hits[i] = 0;
+    each(pool, n, [&, job](size_t i) {
+      hits[i]++;
+      tag[i] = job;
+    });
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(hits[i].load(), 1) << "job " << job << " item " << i << " of " << n;
+      ASSERT_EQ(tag[i].load(), job) << "job " << job << " item " << i;
+    }
+  }
 }
 
 TEST(ThreadPool, OneThreadRunsOnTheCaller) {

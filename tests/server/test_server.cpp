@@ -678,7 +678,19 @@ TEST_F(ServerApi, EightConcurrentStreamsInterleaveAndEqualTheirSoloRuns) {
     first_done = std::min(first_done, g.t_done);
   }
   EXPECT_LT(last_first, first_done) << "a stream finished before another had its first token";
-  EXPECT_GE(srv().metrics()["minfer:steps_total"], 150);
+  const auto m = srv().metrics();
+  EXPECT_GE(m.at("minfer:steps_total"), 150);
+  // The engine's time by phase: every phase reported, the forward passes the bulk of it, and no
+  // phase larger than the time the engine was busy plus what it spent around steps.
+  double phases = 0;
+  for (const char* ph : {"plan", "graph", "compute", "logits", "sample", "commit", "outside"}) {
+    const std::string key = std::string("minfer:engine_seconds_total{phase=\"") + ph + "\"}";
+    ASSERT_TRUE(m.count(key)) << key;
+    EXPECT_GE(m.at(key), 0.0) << key;
+    phases += m.at(key);
+  }
+  EXPECT_GT(m.at("minfer:engine_seconds_total{phase=\"compute\"}"), 0.5 * m.at("minfer:busy_seconds_total"));
+  EXPECT_LE(phases, m.at("minfer:busy_seconds_total") + m.at("minfer:engine_seconds_total{phase=\"outside\"}") + 0.05);
   for (int i = 0; i < n; ++i) {
     json solo = reqs[static_cast<size_t>(i)];
     solo["stream"] = false;
