@@ -14,9 +14,12 @@ m=/tmp/7b.gguf
 t0=$SECONDS
 [[ -f $m ]] || .dev/bin/minfer-mkmodel -q -o $m --shape qwen2.5-7b --type Q4_K_M --vocab $vocab >$out/mkmodel.log 2>&1 || { tail $out/mkmodel.log; exit 1; }
 echo "mkmodel $((SECONDS - t0)) s"
-timeout 200 .dev/bin/minfer-batched-bench -m $m --device cuda -npp 512 -ntg 128 -npl ${NPL:-16} 2>&1 | grep -E '^\|' | tee $out/batched.log
+bb() { timeout 200 .dev/bin/minfer-batched-bench -m $m --device cuda -npp 512 -ntg 128 -npl ${NPL:-16} 2>&1 | grep -E '^\|' | tee -a $out/batched.log; }
+bb
 for rounds in ${1:-2}; do
   MINFER_BIN=.dev/bin SERVER_LOG=$out/server.log timeout 200 bash scripts/server_load.sh -m $m --device cuda -np 16 -c 16384 -- \
     -C 16 -R 3 --rounds "$rounds" --prompt-tokens 512 --max-tokens 128 --stream 1 --disconnect 0 --malformed 0 2>&1 | tee $out/load.log | grep -vE '^[0-9]+ \|' | tail -30
 done
+bb
+[[ -f .dev/mmq_probe.xz && ! -f .dev/mmq_probe ]] && python3 -c "import lzma,shutil; shutil.copyfileobj(lzma.open('.dev/mmq_probe.xz'), open('.dev/mmq_probe', 'wb'))" && chmod +x .dev/mmq_probe
 if [[ -x .dev/mmq_probe ]]; then timeout 150 .dev/mmq_probe 2>&1 | tee $out/mmq_probe.log; fi
