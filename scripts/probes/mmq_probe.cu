@@ -16,7 +16,7 @@
 //          accumulator per (row, column) over all of K (no per-unit rescale). 4 warps x 16 rows,
 //          one super-block (256 elements) per chunk, weights staged with cp.async, 2 stages.
 //   f16s   f16 with 4 cp.async weight stages (is latency the limit?)
-//   f16w8  f16 with 8 warps (128 rows) per block, 3 stages (2 at N > 32): the block-shared
+//   f16w8  f16 with 8 warps (128 rows) per block, 3 stages (2 at N > 16): the block-shared
 //          activation staging costs half as much per weight row
 //   f16k   f16 with twice the K splits (more, shorter blocks for the narrow weights)
 //
@@ -549,13 +549,24 @@ __global__ void __launch_bounds__(32 * WARPS) mmf16_kernel(const uint8_t* __rest
   __syncthreads();
   if (!s_last) return;
   __threadfence();
+  // All the partials of an output are loaded before any is added (k_splits caps the splits at
+  // kMaxSplits): one L2 round trip per output instead of one per split, which is most of this tail
+  // for the short split blocks of the narrow weights. (Loading several outputs' partials at once
+  // would raise the kernel's register count: the epilogue's peak sets it.)
+  constexpr int kMaxSplits = 16;
+  const int nz = static_cast<int>(gridDim.y);
   const int64_t plane = static_cast<int64_t>(N) * M;
   for (int i = tid; i < ROWS * N; i += THREADS) {
     const int n = i / ROWS, m = m0 + i % ROWS;
     if (m >= M) continue;
     const int64_t o = static_cast<int64_t>(n) * M + m;
-    float v = __ldcg(part + o);
-    for (int z = 1; z < static_cast<int>(gridDim.y); ++z) v += __ldcg(part + z * plane + o);
+    float p[kMaxSplits];
+#pragma unroll
+    for (int z = 0; z < kMaxSplits; ++z) p[z] = z < nz ? __ldcg(part + z * plane + o) : 0.0f;
+    float v = p[0];  // in split order, as mmq_reduce_kernel
+#pragma unroll
+    for (int z = 1; z < kMaxSplits; ++z)
+      if (z < nz) v += p[z];
     dst[o] = v;
   }
   if (tid == 0) counters[blockIdx.x] = 0;  // ready for the next launch
@@ -582,14 +593,33 @@ void launch(const uint8_t* w, int64_t nb1, int M, int U, const int8_t* qs, const
   mmf16_kernel<F, NT, WARPS, S><<<grid, C::THREADS, C::SMEM, st>>>(w, nb1, M, U, qs, ds, N, dst, part, counters);
 }
 
-// Occupancy of one instantiation (blocks per SM), for the report.
+// One line of the configuration table: shared memory, registers and blocks per SM of an
+// instantiation (the latter from the occupancy calculator).
 template <int F, int NT, int WARPS, int S>
-int occupancy() {
+void describe(const char* name) {
   using C = Cfg<F, NT, WARPS, S>;
-  CK(cudaFuncSetAttribute(mmf16_kernel<F, NT, WARPS, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM));
-  int b = 0;
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, mmf16_kernel<F, NT, WARPS, S>, C::THREADS, C::SMEM));
-  return b;
+  auto* k = mmf16_kernel<F, NT, WARPS, S>;
+  CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM));
+  cudaFuncAttributes fa;
+  CK(cudaFuncGetAttributes(&fa, k));
+  int blocks = 0;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, k, C::THREADS, C::SMEM));
+  printf("# %-5s %s N<=%-2d warps %d stages %d smem %6d B regs %3d spill %d B -> %d blocks/SM (%d warps)\n", name,
+         F == kQ4K ? "q4k" : "q6k", 8 * NT, WARPS, S, C::SMEM, fa.numRegs, static_cast<int>(fa.localSizeBytes), blocks,
+         blocks * WARPS);
+}
+
+template <int F>
+void describe_all() {
+  describe<F, 2, 4, 2>("f16");
+  describe<F, 4, 4, 2>("f16");
+  describe<F, 8, 4, 2>("f16");
+  describe<F, 2, 4, 4>("f16s");
+  describe<F, 4, 4, 4>("f16s");
+  describe<F, 8, 4, 4>("f16s");
+  describe<F, 2, 8, 3>("f16w8");
+  describe<F, 4, 8, 2>("f16w8");
+  describe<F, 8, 8, 2>("f16w8");
 }
 
 }  // namespace mmf16
@@ -710,14 +740,9 @@ int main(int argc, char** argv) {
   // Per-variant K-split targets (blocks per SM; base's k_splits uses 3).
   constexpr int kTargetF16 = 4, kTargetF16s = 4, kTargetW8 = 2, kTargetF16k = 8;
   printf("# %s, %d SMs, L2 %d MB\n", prop.name, sms, prop.l2CacheSize >> 20);
-  printf("# blocks/SM (occupancy) Q4_K f16 NT2/4/8: %d %d %d, f16s: %d %d %d, f16w8: %d %d %d\n",
-         mmf16::occupancy<0, 2, 4, 2>(), mmf16::occupancy<0, 4, 4, 2>(), mmf16::occupancy<0, 8, 4, 2>(),
-         mmf16::occupancy<0, 2, 4, 4>(), mmf16::occupancy<0, 4, 4, 4>(), mmf16::occupancy<0, 8, 4, 4>(),
-         mmf16::occupancy<0, 2, 8, 3>(), mmf16::occupancy<0, 4, 8, 3>(), mmf16::occupancy<0, 8, 8, 2>());
-  printf("# blocks/SM (occupancy) Q6_K f16 NT2/4/8: %d %d %d, f16s: %d %d %d, f16w8: %d %d %d\n",
-         mmf16::occupancy<1, 2, 4, 2>(), mmf16::occupancy<1, 4, 4, 2>(), mmf16::occupancy<1, 8, 4, 2>(),
-         mmf16::occupancy<1, 2, 4, 4>(), mmf16::occupancy<1, 4, 4, 4>(), mmf16::occupancy<1, 8, 4, 4>(),
-         mmf16::occupancy<1, 2, 8, 3>(), mmf16::occupancy<1, 4, 8, 3>(), mmf16::occupancy<1, 8, 8, 2>());
+  mmf16::describe_all<mmf16::kQ4K>();
+  mmf16::describe_all<mmf16::kQ6K>();
+  printf("# f16k = f16 with %dx the K-split target\n", kTargetF16k / kTargetF16);
   printf("| shape | kernel | N | splits | us | GB/s | max rel err |\n|---|---|---|---|---|---|---|\n");
   int fails = 0;
   Rng rng{12345};
@@ -890,12 +915,13 @@ int main(int argc, char** argv) {
         minfer::cuda::mmq(kc, a, dq, dd, N, 1, 1, dy, nullptr, base_scratch ? dpart : nullptr);
       });
       // The f16 variants, NT = ceil(N / 8) rounded up to 2, 4 or 8 tiles.
-      auto f16 = [&](auto f_tag, auto w_tag, auto s_tag, auto s64_tag, int ks) {
-        constexpr int F = decltype(f_tag)::value, W = decltype(w_tag)::value, S = decltype(s_tag)::value,
-                      S64 = decltype(s64_tag)::value;
+      // Stages per NT are given apiece (S16, S32, S64): what fits at least 2 blocks per SM.
+      auto f16 = [&](auto f_tag, auto w_tag, auto s16_tag, auto s32_tag, auto s64_tag, int ks) {
+        constexpr int F = decltype(f_tag)::value, W = decltype(w_tag)::value, S16 = decltype(s16_tag)::value,
+                      S32 = decltype(s32_tag)::value, S64 = decltype(s64_tag)::value;
         return [&, ks](const uint8_t* w) {
-          if (N <= 16) mmf16::launch<F, 2, W, S>(w, nb1, sh.M, U, dq, dd, N, dy, dpart, dcnt, ks, st);
-          else if (N <= 32) mmf16::launch<F, 4, W, S>(w, nb1, sh.M, U, dq, dd, N, dy, dpart, dcnt, ks, st);
+          if (N <= 16) mmf16::launch<F, 2, W, S16>(w, nb1, sh.M, U, dq, dd, N, dy, dpart, dcnt, ks, st);
+          else if (N <= 32) mmf16::launch<F, 4, W, S32>(w, nb1, sh.M, U, dq, dd, N, dy, dpart, dcnt, ks, st);
           else mmf16::launch<F, 8, W, S64>(w, nb1, sh.M, U, dq, dd, N, dy, dpart, dcnt, ks, st);
         };
       };
@@ -903,19 +929,14 @@ int main(int argc, char** argv) {
       using I3 = std::integral_constant<int, 3>;
       using I4 = std::integral_constant<int, 4>;
       using I8 = std::integral_constant<int, 8>;
-      if (sh.type == 0) {
-        using F = std::integral_constant<int, 0>;
-        bench("f16", N, ks_f16, f16(F{}, I4{}, I2{}, I2{}, ks_f16));
-        bench("f16s", N, ks_f16s, f16(F{}, I4{}, I4{}, I4{}, ks_f16s));
-        bench("f16w8", N, ks_w8, f16(F{}, I8{}, I3{}, I2{}, ks_w8));
-        bench("f16k", N, ks_f16k, f16(F{}, I4{}, I2{}, I2{}, ks_f16k));
-      } else {
-        using F = std::integral_constant<int, 1>;
-        bench("f16", N, ks_f16, f16(F{}, I4{}, I2{}, I2{}, ks_f16));
-        bench("f16s", N, ks_f16s, f16(F{}, I4{}, I4{}, I4{}, ks_f16s));
-        bench("f16w8", N, ks_w8, f16(F{}, I8{}, I3{}, I2{}, ks_w8));
-        bench("f16k", N, ks_f16k, f16(F{}, I4{}, I2{}, I2{}, ks_f16k));
-      }
+      auto variants = [&](auto f_tag) {
+        bench("f16", N, ks_f16, f16(f_tag, I4{}, I2{}, I2{}, I2{}, ks_f16));
+        bench("f16s", N, ks_f16s, f16(f_tag, I4{}, I4{}, I4{}, I4{}, ks_f16s));
+        bench("f16w8", N, ks_w8, f16(f_tag, I8{}, I3{}, I2{}, I2{}, ks_w8));
+        bench("f16k", N, ks_f16k, f16(f_tag, I4{}, I2{}, I2{}, I2{}, ks_f16k));
+      };
+      if (sh.type == 0) variants(std::integral_constant<int, mmf16::kQ4K>{});
+      else variants(std::integral_constant<int, mmf16::kQ6K>{});
     }
     CK(cudaFree(dw));
     CK(cudaFree(dq));
