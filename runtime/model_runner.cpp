@@ -138,6 +138,10 @@ ModelRunner::StepGraph& ModelRunner::step_graph(Rank& rank, int64_t n_tokens, in
   return sg;
 }
 
+namespace {
+constexpr size_t kPinnedLogitsMax = size_t{256} << 20;
+}  // namespace
+
 void ModelRunner::compute_ranks(int64_t n_tokens, int64_t n_out, size_t n_logits) {
   // Graphs are placed (and allocation can fail) before any rank computes: a rank that stops
   // before its first all-reduce would leave the others waiting.
@@ -178,8 +182,20 @@ void ModelRunner::compute_ranks(int64_t n_tokens, int64_t n_out, size_t n_logits
       if (e) std::rethrow_exception(e);
   }
   const auto t2 = Clock::now();
-  logits_.resize(n_logits * static_cast<size_t>(n_vocab()));
-  if (n_logits > 0) ranks_[0].backend->get_tensor(*sgs[0]->logits, logits_.data(), 0, logits_.size() * 4);
+  const size_t n_floats = n_logits * static_cast<size_t>(n_vocab());
+  if (n_floats > logits_cap_) {
+    logits_mem_.reset();  // (the old block first: the new one may be large)
+    logits_cap_ = 0;
+    // Pinned up to kPinnedLogitsMax (~440 rows of a 152k vocabulary): decode steps and verify
+    // batches; a prefill that asks for every row's logits (perplexity) takes heap memory rather
+    // than pinning gigabytes.
+    Backend& b = *ranks_[0].backend;
+    logits_mem_ = n_floats * 4 <= kPinnedLogitsMax ? b.alloc_host(n_floats * 4) : b.Backend::alloc_host(n_floats * 4);
+    logits_cap_ = n_floats;
+  }
+  auto* out = static_cast<float*>(logits_mem_.get());
+  if (n_logits > 0) ranks_[0].backend->get_tensor(*sgs[0]->logits, out, 0, n_floats * 4);
+  logits_ = std::span<const float>(out, n_floats);
   const auto t3 = Clock::now();
   times_.graph_s += std::chrono::duration<double>(t1 - t0).count();
   times_.compute_s += std::chrono::duration<double>(t2 - t1).count();

@@ -129,7 +129,11 @@ class ModelRunner {
   std::shared_ptr<Collective> group_;
   RunnerParams params_;
   KvCache kv_;
-  std::vector<float> logits_;
+  // The logits rows of the last decode(): backend().alloc_host() memory (pinned on CUDA, so the
+  // download is one DMA), grown when a batch asks for more rows.
+  std::shared_ptr<void> logits_mem_;
+  size_t logits_cap_ = 0;  // floats
+  std::span<const float> logits_;
   RunnerTimes times_;
   std::vector<int32_t> tokens_, pos_, seq_, cells_, rows_;  // staging for the inputs
 };

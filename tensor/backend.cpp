@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <new>
+
 #include "tensor/context.h"
 
 namespace minfer {
@@ -10,6 +13,12 @@ namespace {
 size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
 }  // namespace
+
+std::shared_ptr<void> Backend::alloc_host(size_t bytes) {
+  void* p = ::operator new(std::max<size_t>(bytes, 1), std::align_val_t{64}, std::nothrow);
+  if (!p) throw OutOfMemoryError(fmt::format("{}: cannot allocate {} bytes of host memory", name(), bytes));
+  return std::shared_ptr<void>(p, [](void* q) { ::operator delete(q, std::align_val_t{64}); });
+}
 
 void Backend::join(std::shared_ptr<Collective> group, int rank) {
   (void)group;

@@ -61,6 +61,12 @@ class Backend {
     return nullptr;
   }
 
+  /// Host memory of `bytes` that get_tensor() copies into at full speed, for results read back
+  /// every step (logits): the CUDA backend returns pinned memory, which its DMA writes directly
+  /// instead of through a staging copy; the default is ordinary heap memory (64-byte aligned).
+  /// Freed when the last owner drops it. Throws OutOfMemoryError.
+  virtual std::shared_ptr<void> alloc_host(size_t bytes);
+
   /// Copies `n` bytes from host `src` into `t` at byte `offset` of its storage span. `t` must be
   /// contiguous in the copied range (the caller's job); throws std::out_of_range past nbytes().
   virtual void set_tensor(Tensor& t, const void* src, size_t offset, size_t n) = 0;

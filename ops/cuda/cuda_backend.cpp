@@ -574,6 +574,16 @@ void CudaBackend::get_tensor(const Tensor& t, void* dst, size_t offset, size_t n
   const std::string what = m.name + " get_tensor " + t.name;
   const char* src = static_cast<const char*>(t.data) + offset;
   char* d = static_cast<char*>(dst);
+  // Pinned memory (alloc_host): one DMA straight into it.
+  cudaPointerAttributes attr{};
+  if (n > 0 && cudaPointerGetAttributes(&attr, dst) == cudaSuccess && attr.type == cudaMemoryTypeHost) {
+    MINFER_CUDA_CHECK(cudaMemcpyAsync(d, src, n, cudaMemcpyDeviceToHost, m.stream), what);
+    m.wait_stream(what);
+    if (m.options.profile) m.collect_gpu_time();
+    m.check_device_error();
+    return;
+  }
+  cudaGetLastError();  // (pageable memory is not an error worth keeping)
   auto* stage = static_cast<char*>(m.staging[0]);
   for (size_t done = 0; done < n; done += cuda::kStagingChunk) {
     const size_t len = std::min(cuda::kStagingChunk, n - done);
@@ -593,6 +603,17 @@ void CudaBackend::get_tensor(const Tensor& t, void* dst, size_t offset, size_t n
   m.wait_stream(what);  // (the device's error state, and the stream empty, as before)
   if (m.options.profile) m.collect_gpu_time();
   m.check_device_error();
+}
+
+std::shared_ptr<void> CudaBackend::alloc_host(size_t bytes) {
+  BackendImpl& m = *impl_;
+  m.set_device();
+  void* p = nullptr;
+  if (cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocDefault) != cudaSuccess) {
+    cudaGetLastError();
+    throw OutOfMemoryError(fmt::format("{}: cannot allocate {} bytes of pinned host memory", m.name, bytes));
+  }
+  return std::shared_ptr<void>(p, [](void* q) { cudaFreeHost(q); });
 }
 
 bool cuda::op_supported(const Tensor& node) {

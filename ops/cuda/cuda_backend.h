@@ -22,7 +22,9 @@
 // - Kernel temporaries are node workspaces (workspace_bytes) that the graph allocator plans in
 //   the arena: the backend allocates nothing per graph, so captured graphs stay valid.
 // - Settings are a CudaOptions given at construction.
-// - Readback: get_tensor() copies through a pinned staging buffer and synchronizes.
+// - Readback: get_tensor() copies into alloc_host() memory (pinned) directly, into any other
+//   host memory through a pinned staging buffer in pieces (the host copy of one piece overlaps the
+//   DMA of the next), and synchronizes.
 // - Tensor parallelism: join() makes the backend a rank of an NCCL group of this process's CUDA
 //   devices (ops/cuda/nccl_collective.h); its ALL_REDUCE / ALL_GATHER nodes then run NCCL on the
 //   backend's stream and are captured with the rest of a decode step. Alone they copy.
@@ -95,6 +97,8 @@ class CudaBackend final : public Backend {
   void set_tensor(Tensor& t, const void* src, size_t offset, size_t n) override;
   /// Device -> host through pinned staging; waits for all queued work and reports kernel errors.
   void get_tensor(const Tensor& t, void* dst, size_t offset, size_t n) override;
+  /// Pinned host memory (cudaHostAlloc). Throws OutOfMemoryError.
+  std::shared_ptr<void> alloc_host(size_t bytes) override;
   /// The kernel table's answer (cuda::op_supported); an ALL_GATHER only when its rank count is
   /// the size of the backend's group (1 alone).
   bool supports_op(const Tensor& node) const override;

@@ -64,6 +64,28 @@ TEST(CudaBackendBasics, TransfersFillAndRangeChecks) {
   EXPECT_TRUE(std::isnan(part[0]));
 }
 
+// alloc_host() memory (pinned) takes one DMA: the same bytes as the staged path, at an offset
+// and over a whole 160 MiB tensor, into memory poisoned first.
+TEST(CudaBackendBasics, ReadbackIntoPinnedHostMemory) {
+  MINFER_REQUIRE_GPU();
+  Context c;
+  Tensor* t = c.new_tensor(DType::F32, {1 << 20, 40});
+  auto buf = allocate_tensors(c, *gpu());
+  std::vector<float> v = randn(static_cast<size_t>(t->nelements()));
+  gpu()->set_tensor(*t, v.data(), 0, v.size() * 4);
+  std::shared_ptr<void> pinned = gpu()->alloc_host(v.size() * 4);
+  ASSERT_TRUE(pinned);
+  auto* p = static_cast<float*>(pinned.get());
+  std::memset(p, 0xFF, v.size() * 4);
+  gpu()->get_tensor(*t, p, 0, v.size() * 4);
+  EXPECT_EQ(std::memcmp(v.data(), p, v.size() * 4), 0);
+  std::memset(p, 0xFF, 64);
+  gpu()->get_tensor(*t, p + 1, 4 * 777, 4 * 5);  // (an unaligned destination inside the block)
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(p[1 + i], v[777 + static_cast<size_t>(i)]);
+  EXPECT_TRUE(std::isnan(p[0]));
+  EXPECT_TRUE(std::isnan(p[6]));
+}
+
 
 TEST(CudaBackendErrors, GetRowsOutOfRangeIdIsAnOpError) {
   MINFER_REQUIRE_GPU();
