@@ -27,6 +27,9 @@
 // MUL_MAT_ID's prefill (mmq_grouped) runs the same kernel over tiles of (token, slot) pairs that
 // chose one expert: the tile's columns are gathered activation rows and its sums scattered to the
 // pairs' output rows, so each expert's rows are read once per tile instead of once per pair.
+//
+// Q4_K and Q6_K weights of big shapes go to the f16 tensor-core kernel of k_mmq_f16.cu instead
+// (mmq_use_f16 below says which and why); mmq_grouped always runs this kernel.
 #include <algorithm>
 #include <string>
 
@@ -457,11 +460,7 @@ void launch_nt(KernelContext& kc, const Tensor& a, const int8_t* qs, const float
   mmq_kernel<T, NT, false><<<grid, 32 * kWarps, Smem<T, NT>::kBytes, kc.stream>>>(
       w, nb1, nb2, nb3, M, U, qs, ds, r2, r3, B2, static_cast<int>(N), dst, residual, part, MmqGroups{});
   kc.check_launch("mmq_kernel");
-  if (ks > 1) {
-    const int64_t n = B2 * B3 * N * M;
-    mmq_reduce_kernel<<<static_cast<unsigned>(ceil_div(n, 256)), 256, 0, kc.stream>>>(part, ks, n, dst, residual);
-    kc.check_launch("mmq_reduce_kernel");
-  }
+  if (ks > 1) mmq_reduce(kc, part, ks, B2 * B3 * N * M, dst, residual);
 }
 
 template <DType T>
@@ -496,7 +495,30 @@ void launch_grouped_t(KernelContext& kc, const Tensor& as, const MmqGroups& grp,
   kc.check_launch("mmq_kernel (grouped)");
 }
 
+// Whether mmq() runs a weight on the f16 kernel (k_mmq_f16.cu) rather than mmq_kernel: Q4_K /
+// Q6_K with K >= 8192 or M >= 16384. Measured on the H200 with scripts/probes/mmq_probe.cu
+// (Qwen2.5-7B decode shapes, us per launch, int8 -> f16): at 16 rows gate|up 3584x37888 Q4_K
+// 60.96 -> 39.64, down 18944x3584 Q4_K 35.49 -> 30.25 and Q6_K 52.02 -> 44.96, LM head
+// 3584x152064 Q6_K 288.4 -> 220.1, but the small qkv 3584x4608 12.63 -> 14.87 and wo 3584x3584
+// 9.71 -> 13.85 lose (launch- and latency-bound: the f16 kernel's activation conversion and
+// offset mma per block are not amortized; docs/perf/2026-12-03-mmq-f16-probe.md). At 32 rows f16
+// still wins on gate|up (87.95 -> 75.95), the LM head (405 -> 346) and Q4_K down (52.6 -> 49.6)
+// but loses on Q6_K down (69.9 -> 74.7); at 64 rows it is 0-15 % slower on most shapes. The rule
+// must not depend on N: a row's bits would then change with the batch it is in (the two kernels
+// round differently), so it is one choice per weight, made for the rows where decode spends its
+// time (9..32 sequences). The alignment mmq_f16_supported() asks for is a property of the
+// weight too, so the fallback keeps batch invariance.
+bool mmq_use_f16_shape(const Tensor& a) {
+  return (a.type == DType::Q4_K || a.type == DType::Q6_K) && (a.ne[0] >= 8192 || a.ne[1] >= 16384);
+}
+bool mmq_use_f16(const Tensor& a) { return mmq_use_f16_shape(a) && mmq_f16_supported(a); }
+
 }  // namespace
+
+void mmq_reduce(KernelContext& kc, const float* part, int n_split, int64_t n, float* dst, const float* residual) {
+  mmq_reduce_kernel<<<static_cast<unsigned>(ceil_div(n, 256)), 256, 0, kc.stream>>>(part, n_split, n, dst, residual);
+  kc.check_launch("mmq_reduce_kernel");
+}
 
 void mmq_grouped(KernelContext& kc, const Tensor& as, const MmqGroups& grp, const int8_t* qs, const float2* ds,
                  float* dst) {
@@ -520,14 +542,18 @@ bool mmq_supported(DType type) {
   }
 }
 
+// The planner may size the scratch before the weight has its address (the f16 kernel's
+// alignment test), so a weight of an f16 shape gets enough for either kernel.
 size_t mmq_scratch(const KernelContext& kc, const Tensor& a, int64_t N, int64_t batches) {
   if (!mmq_supported(a.type)) return 0;
   const int ks = k_splits(kc, a.ne[1], static_cast<int>(a.ne[0] / 32));
-  return ks > 1 ? static_cast<size_t>(ks) * static_cast<size_t>(batches * N * a.ne[1]) * 4 : 0;
+  const size_t int8 = ks > 1 ? static_cast<size_t>(ks) * static_cast<size_t>(batches * N * a.ne[1]) * 4 : 0;
+  return mmq_use_f16_shape(a) ? std::max(int8, mmq_f16_scratch(kc, a, N, batches)) : int8;
 }
 
 void mmq(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2, int64_t B3,
          float* dst, const float* residual, float* part) {
+  if (mmq_use_f16(a)) return mmq_f16(kc, a, qs, ds, N, B2, B3, dst, residual, part);
   switch (a.type) {
 #define MINFER_T(T) \
   case DType::T: return launch_t<DType::T>(kc, a, qs, ds, N, B2, B3, dst, residual, part);

@@ -143,12 +143,24 @@ struct MmqGroups {
 constexpr int kGroupTile = 64;
 /// dst[s M + m] = dot(row m of the expert of pair s, its q8_1 activation row) for every pair of
 /// the plan, on the tensor cores: each tile's expert rows are read once for up to kGroupTile pairs.
-/// A pair's bits are those of mmq() for its row (independent of the tile it shares), not MMVQ's.
+/// A pair's bits are those of mmq()'s int8 kernel for its row (independent of the tile it shares),
+/// not MMVQ's — nor mmq()'s f16 kernel, which mmq() picks for Q4_K / Q6_K weights with K >= 8192
+/// or M >= 16384 (bigger than the experts of today's MoE models).
 void mmq_grouped(KernelContext& kc, const Tensor& as, const MmqGroups& grp, const int8_t* qs, const float2* ds,
                  float* dst);
 /// Scratch bytes of the partial sums of mmq() over `batches` (B2 * B3) batches of N rows: 0 when
-/// the weight's K is not split (or it has no MMQ kernel).
+/// the weight's K is not split (or it has no MMQ kernel). Enough for whichever kernel mmq() picks.
 size_t mmq_scratch(const KernelContext& kc, const Tensor& a, int64_t N, int64_t batches);
+/// dst[i] = (residual[i] +) the sum of part[z * n + i] over the K splits z = 0..n_split-1, added
+/// in split order: the second pass of a K-split MMQ (k_mmq.cu, shared with k_mmq_f16.cu).
+void mmq_reduce(KernelContext& kc, const float* part, int n_split, int64_t n, float* dst, const float* residual);
+/// The f16 tensor-core MMQ (k_mmq_f16.cu) for Q4_K / Q6_K weights, which mmq() runs for big
+/// weight shapes. Same contract as mmq(); `part`: mmq_f16_scratch() bytes. Supported: a Q4_K
+/// weight whose rows and batch slices start 16-byte aligned, a Q6_K one 2-byte aligned.
+bool mmq_f16_supported(const Tensor& a);
+size_t mmq_f16_scratch(const KernelContext& kc, const Tensor& a, int64_t N, int64_t batches);
+void mmq_f16(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2, int64_t B3,
+             float* dst, const float* residual, float* part);
 /// The most activation rows a q8_1 decode matmul of weight `type` takes: kDecodeMaxRows with
 /// MMQ, kMatvecMaxRows with MMVQ only, 0 without either.
 int64_t q8_decode_rows(DType type);

@@ -9,9 +9,11 @@
 //
 // Kernels
 //   read   every weight byte once (16-byte loads, grid-stride): the streaming ceiling
-//   base   the library's mmq() itself (k_mmq.cu is #included verbatim; its K split and
+//   base   the library's int8 mmq() (k_mmq.cu is #included verbatim; its K split and
 //          mmq_reduce_kernel exactly as k_splits() picks them). Only KernelContext::where/
-//          check_launch and dtype_traits are stubbed below (they live in .cpp files of the library).
+//          check_launch and dtype_traits are stubbed below (they live in .cpp files of the library),
+//          and the f16 kernel's entry points (k_mmq_f16.cu, the `f16` variant below as the library
+//          runs it), so that mmq() stays on the int8 kernel here.
 //   f16    weights dequantized in registers to f16, mma.sync m16n8k16 f16 x f16 -> f32, one f32
 //          accumulator per (row, column) over all of K (no per-unit rescale). 4 warps x 16 rows,
 //          one super-block (256 elements) per chunk, weights staged with cp.async, 2 stages.
@@ -82,6 +84,15 @@ const DTypeTraits& dtype_traits(DType t) {
 }
 namespace cuda {
 std::string KernelContext::where() const { return "mmq_probe"; }
+// Since the f16 kernel became the library's (ops/cuda/k_mmq_f16.cu), mmq() sends big Q4_K/Q6_K
+// weights there; the probe keeps `base` the int8 mmq_kernel by saying no f16 weight is supported.
+bool mmq_f16_supported(const Tensor&) { return false; }
+size_t mmq_f16_scratch(const KernelContext&, const Tensor&, int64_t, int64_t) { return 0; }
+void mmq_f16(KernelContext&, const Tensor&, const int8_t*, const float2*, int64_t, int64_t, int64_t, float*,
+             const float*, float*) {
+  fprintf(stderr, "mmq_probe: mmq_f16 is not linked\n");
+  exit(1);
+}
 void KernelContext::check_launch(const char* kernel) const {
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) {

@@ -3,8 +3,8 @@
 // tokens in one pass, plain decoding evaluates them one at a time) and so does continuous
 // batching's (a sequence decoded beside others gives what it gives alone), for the decode-size
 // kernels: split-KV attention up to kDecodeMaxRows = 64 queries; the dp4a MMVQ up to kMmvqRows = 8
-// rows (16 for Q2_K/Q3_K, which have no MMQ) and the tensor-core MMQ from 9 to 64 rows, each
-// within its range; the float matvec up to 16.
+// rows (16 for Q2_K/Q3_K, which have no MMQ) and the tensor-core MMQ from 9 to 64 rows (its int8
+// kernel, or the f16 one for big Q4_K/Q6_K weights), each within its range; the float matvec up to 16.
 //
 // Inputs are generated per logical element (global row index, element index), so the T-row
 // graph and each one-row graph see the same values without sharing buffers.
@@ -71,6 +71,14 @@ TEST(CudaBatchInvariance, MatmulRowsOfADecodeBatchEqualSingleRows) {
   for (DType wt : {DType::Q2_K, DType::Q3_K, DType::F16, DType::F32})
     for (int64_t N : {2, 5, 8, 16}) check_matmul_rows(wt, 512, 300, N);  // MMVQ only, float matvec
   check_matmul_rows(DType::Q4_K, 3584, 512, 16, 9);  // MMQ with K split over several blocks
+  // Q4_K / Q6_K weights MMQ runs on its f16 kernel (K >= 8192 or M >= 16384, k_mmq.cu): K split
+  // over 16 blocks, M not a multiple of 64, every tile width against the 16-column tile of the
+  // 9-row reference (N = 16: 16 columns, 17: 32, 33 and 64: 64); and an unsplit tall weight.
+  // M = 100 keeps the host's weight quantization (once per run, N + 1 runs) to seconds.
+  for (DType wt : {DType::Q4_K, DType::Q6_K}) {
+    for (int64_t N : {16, 17, 33, 64}) check_matmul_rows(wt, 8192, 100, N, 9);
+    check_matmul_rows(wt, 256, 16400, 16, 9);
+  }
 }
 
 struct AttnShape {

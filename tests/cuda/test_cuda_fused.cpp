@@ -7,7 +7,8 @@
 //   every stored K/V row);
 // - the SwiGLU MLP -> FFN_SWIGLU;
 // - a whole decoder layer: RMS_NORM -> RMS_NORM_Q8_1 feeding QKV / FFN_SWIGLU, and the residual
-//   ADDs folded into MUL_MAT_ADD / FFN_SWIGLU at decode sizes.
+//   ADDs folded into MUL_MAT_ADD / FFN_SWIGLU at decode sizes;
+// - the residual added by MMQ's f16 kernel (big Q4_K / Q6_K weights).
 // Each check also asserts which fused ops the rewritten graph holds, so a pattern that stops
 // matching fails here instead of silently running the basic ops.
 #include <gtest/gtest.h>
@@ -241,6 +242,46 @@ TEST(CudaFusedLayer, DecoderLayerThroughEveryRewrite) {
       EXPECT_EQ(n(Op::RMS_NORM_Q8_1), vec ? 2 : 0) << what << ": fused " << show(f);
       EXPECT_EQ(n(Op::MUL_MAT_ADD), vec ? 1 : 0) << what << ": fused " << show(f);
     }
+}
+
+// The residual on MMQ's f16 kernel (Q4_K / Q6_K weights with K >= 8192 or M >= 16384, k_mmq.cu):
+// added by the kernel's epilogue when K is not split (the tall weight), by mmq_reduce when it is
+// (K = 8192); as MUL_MAT_ADD and as FFN_SWIGLU's src[4] (the down projection, K = n_ff, from the
+// fused FFN's q8_1 planes).
+TEST(CudaFusedMatmulAdd, F16MmqAddsTheResidual) {
+  MINFER_REQUIRE_GPU();
+  struct Shape {
+    int64_t K, M;
+  };
+  for (DType wt : {DType::Q4_K, DType::Q6_K})
+    for (const Shape sh : {Shape{8192, 300}, Shape{256, 16400}})
+      for (int64_t T : {9, 33}) {
+        const std::string what =
+            fmt::format("residual + mul_mat w={} K={} M={} T={}", dtype_name(wt), sh.K, sh.M, T);
+        const FusedCount f = compare_fused(
+            [&](Context& ctx) {
+              Tensor* x = ctx.new_tensor(DType::F32, {sh.K, T}, "x");
+              Tensor* r = ctx.new_tensor(DType::F32, {sh.M, T}, "r");
+              return models::residual_add(ctx, r, ops::mul_mat(ctx, ctx.new_tensor(wt, {sh.K, sh.M}, "w"), x));
+            },
+            named_init(), 5e-4, what);
+        EXPECT_EQ(f.count(Op::MUL_MAT_ADD) ? f.at(Op::MUL_MAT_ADD) : 0, 1) << what << ": fused " << show(f);
+      }
+  const int64_t n_embd = 256, n_ff = 8192;
+  for (int64_t T : {9, 33}) {
+    const std::string what = fmt::format("residual + ffn n_ff={} down=q6_K T={}", n_ff, T);
+    const FusedCount f = compare_fused(
+        [&](Context& ctx) {
+          Tensor* x = ctx.new_tensor(DType::F32, {n_embd, T}, "x");
+          models::SwiGluFfn ffn;
+          ffn.gate = ctx.new_tensor(DType::Q4_K, {n_embd, n_ff}, "w_gate");
+          ffn.up = ctx.new_tensor(DType::Q4_K, {n_embd, n_ff}, "w_up");
+          ffn.down = ctx.new_tensor(DType::Q6_K, {n_ff, n_embd}, "w_down");
+          return models::residual_add(ctx, x, ffn.forward(ctx, x));
+        },
+        named_init(), 1e-3, what);
+    EXPECT_EQ(f.count(Op::FFN_SWIGLU) ? f.at(Op::FFN_SWIGLU) : 0, 1) << what << ": fused " << show(f);
+  }
 }
 
 }  // namespace

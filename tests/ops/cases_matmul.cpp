@@ -1,7 +1,7 @@
 // mul_mat cases: every weight dtype x f32/f16 activations at the decode sizes (N <= 16: MMVQ /
-// matvec on CUDA, N <= 64: the tensor-core MMQ) and past them (GEMM), awkward K/M/N, batch
-// broadcast, strided activations, weight row slices (wk inside wq|wk|wv) and CUDA's chunked
-// dequantization.
+// matvec on CUDA, N <= 64: the tensor-core MMQ, its f16 kernel for big Q4_K/Q6_K weights) and
+// past them (GEMM), awkward K/M/N, batch broadcast, strided activations, weight row slices (wk
+// inside wq|wk|wv) and CUDA's chunked dequantization.
 //
 // Reference: dequantized weights (exact) times the activations as the op defines them: for block
 // weights, activations rounded through the weight's vec_dot_type (Q8_0 / Q8_1 / Q8_K), products
@@ -101,6 +101,16 @@ void add_matmul_cases(std::vector<OpCase>& v) {
     for (int64_t N : {1, 2, 17})
       add_mm(v, fmt::format("mul_mat_{}_k4097_n{}", dn(wt), N), {wt, DType::F32, 4097, 3, N, 1, 1, true});
   add_mm(v, "mul_mat_q8_0_batch4", {DType::Q8_0, DType::F32, 64, 5, 3, 1, 4});
+  // Q4_K / Q6_K weights of the shapes CUDA's MMQ runs on its f16 kernel (K >= 8192 or M >= 16384,
+  // ops/cuda/k_mmq.cu) at its 9..64 rows: K split over many blocks and M past one 64-row block,
+  // f16 activations, batch broadcast, and a tall weight whose K is not split.
+  for (DType wt : {DType::Q4_K, DType::Q6_K}) {
+    for (int64_t N : {9, 16, 17, 33, 64})
+      add_mm(v, fmt::format("mul_mat_{}_k8192_n{}", dn(wt), N), {wt, DType::F32, 8192, 100, N});
+    add_mm(v, fmt::format("mul_mat_{}_f16_k8192_n24", dn(wt)), {wt, DType::F16, 8192, 100, 24});
+    add_mm(v, fmt::format("mul_mat_{}_k8192_batch_bcast_n9", dn(wt)), {wt, DType::F32, 8192, 5, 9, 2, 4});
+    add_mm(v, fmt::format("mul_mat_{}_m16400_n9", dn(wt)), {wt, DType::F32, 256, 16400, 9});
+  }
 
   // Weight row slices (rows 13..33, as wk inside wq|wk|wv) times transposed (strided) activations.
   for (DType wt : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_K})
