@@ -431,7 +431,6 @@ void Scheduler::end_early(Req& r, bool timeout) {
 bool Scheduler::step() {
   // Cancelled requests and those past their deadline retire first.
   const auto now = Clock::now();
-  auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
   for (auto& [id, r] : reqs_) {
     if (r->finished) continue;
     if (r->cancel) end_early(*r, false);
@@ -502,10 +501,8 @@ bool Scheduler::step() {
     }
   }
 
-  const auto t_forward = Clock::now();
-  stats_.plan_s += std::chrono::duration<double>(t_forward - now).count();
+  stats_.plan_s += std::chrono::duration<double>(Clock::now() - now).count();
   const std::span<const float> logits = runner_.decode(batch);
-  stats_.forward_s += since(t_forward);
   ++stats_.steps;
   stats_.max_batch_rows = std::max<int64_t>(stats_.max_batch_rows, static_cast<int64_t>(batch.size()));
   for (auto [s, n] : fed) {
@@ -555,7 +552,7 @@ bool Scheduler::step() {
     s->sink->finish();
     retire(*s);
   }
-  stats_.commit_s += since(t_commit);
+  stats_.commit_s += std::chrono::duration<double>(Clock::now() - t_commit).count();
   return true;
 }
 

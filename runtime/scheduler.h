@@ -112,10 +112,9 @@ struct SchedulerStats {
   int64_t requests_finished = 0;  ///< every request that ended, whatever ended it
   int64_t requests_cancelled = 0;
   int64_t requests_timed_out = 0;
-  // Host wall time of step()'s phases, summed (seconds): what a step costs around the forward
-  // pass (the forward itself is ModelRunner::times()).
+  // Host wall time of step()'s phases around the forward pass, summed (seconds); the forward's
+  // own split is ModelRunner::times().
   double plan_s = 0;     ///< retiring, admitting, choosing the batch
-  double forward_s = 0;  ///< ModelRunner::decode
   double sample_s = 0;   ///< drawing every row's token
   double commit_s = 0;   ///< detokenizing, stop rules, callbacks, retiring finished sequences
 };

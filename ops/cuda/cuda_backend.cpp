@@ -87,11 +87,6 @@ const std::array<KernelEntry, kOpCount>& kernel_table() {
 namespace {
 
 constexpr size_t kStagingChunk = size_t{64} << 20;  // pinned staging for large transfers
-// Downloads move through the staging chunk in pieces, each with its event, so the host copy of
-// one piece overlaps the DMA of the next (a decode step's logits, 16 rows x 152k floats = 9.7 MB,
-// otherwise wait for the whole DMA and then for the whole host copy).
-constexpr size_t kDownloadPiece = size_t{1} << 20;
-constexpr size_t kDownloadPieces = kStagingChunk / kDownloadPiece;
 constexpr size_t kCublasWorkspace = size_t{32} << 20;
 constexpr size_t kMaxCapturedGraphs = 32;
 
@@ -129,7 +124,6 @@ struct BackendImpl {
   DeviceError* err_dev = nullptr;
   void* staging[2] = {nullptr, nullptr};
   cudaEvent_t staging_done[2] = {nullptr, nullptr};
-  cudaEvent_t piece_done[kDownloadPieces] = {};
 
   bool last_used_gemm = false;
   bool capturing = false;
@@ -449,8 +443,6 @@ struct BackendImpl {
       if (staging[i]) cudaFreeHost(staging[i]);
       if (staging_done[i]) cudaEventDestroy(staging_done[i]);
     }
-    for (cudaEvent_t e : piece_done)
-      if (e) cudaEventDestroy(e);
     if (err_host) cudaFreeHost(err_host);
     if (stream) cudaStreamDestroy(stream);
   }
@@ -490,7 +482,6 @@ CudaBackend::CudaBackend(int device, const CudaOptions& options) : impl_(std::ma
     MINFER_CUDA_CHECK(cudaHostAlloc(&m.staging[i], cuda::kStagingChunk, cudaHostAllocDefault), m.name);
     MINFER_CUDA_CHECK(cudaEventCreateWithFlags(&m.staging_done[i], cudaEventDisableTiming), m.name);
   }
-  for (cudaEvent_t& e : m.piece_done) MINFER_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), m.name);
   MINFER_CUBLAS_CHECK(cublasCreate(&m.cublas), m.name);
   MINFER_CUBLAS_CHECK(cublasSetStream(m.cublas, m.stream), m.name);
   MINFER_CUDA_CHECK(cudaMalloc(&m.cublas_ws, cuda::kCublasWorkspace), m.name);
@@ -574,33 +565,20 @@ void CudaBackend::get_tensor(const Tensor& t, void* dst, size_t offset, size_t n
   const std::string what = m.name + " get_tensor " + t.name;
   const char* src = static_cast<const char*>(t.data) + offset;
   char* d = static_cast<char*>(dst);
-  // Pinned memory (alloc_host): one DMA straight into it.
+  // Pinned memory (alloc_host) takes one DMA straight into it; other host memory goes through
+  // the pinned staging chunk.
   cudaPointerAttributes attr{};
-  if (n > 0 && cudaPointerGetAttributes(&attr, dst) == cudaSuccess && attr.type == cudaMemoryTypeHost) {
-    MINFER_CUDA_CHECK(cudaMemcpyAsync(d, src, n, cudaMemcpyDeviceToHost, m.stream), what);
-    m.wait_stream(what);
-    if (m.options.profile) m.collect_gpu_time();
-    m.check_device_error();
-    return;
-  }
-  cudaGetLastError();  // (pageable memory is not an error worth keeping)
-  auto* stage = static_cast<char*>(m.staging[0]);
-  for (size_t done = 0; done < n; done += cuda::kStagingChunk) {
+  const bool pinned = cudaPointerGetAttributes(&attr, dst) == cudaSuccess && attr.type == cudaMemoryTypeHost;
+  cudaGetLastError();  // (a pointer the driver does not know is not an error worth keeping)
+  if (pinned) MINFER_CUDA_CHECK(cudaMemcpyAsync(d, src, n, cudaMemcpyDeviceToHost, m.stream), what);
+  for (size_t done = 0; !pinned && done < n; done += cuda::kStagingChunk) {
     const size_t len = std::min(cuda::kStagingChunk, n - done);
     MINFER_CUDA_CHECK(cudaEventSynchronize(m.staging_done[0]), what);
-    const size_t pieces = (len + cuda::kDownloadPiece - 1) / cuda::kDownloadPiece;
-    for (size_t p = 0; p < pieces; ++p) {
-      const size_t at = p * cuda::kDownloadPiece, plen = std::min(cuda::kDownloadPiece, len - at);
-      MINFER_CUDA_CHECK(cudaMemcpyAsync(stage + at, src + done + at, plen, cudaMemcpyDeviceToHost, m.stream), what);
-      MINFER_CUDA_CHECK(cudaEventRecord(m.piece_done[p], m.stream), what);
-    }
-    for (size_t p = 0; p < pieces; ++p) {
-      const size_t at = p * cuda::kDownloadPiece, plen = std::min(cuda::kDownloadPiece, len - at);
-      MINFER_CUDA_CHECK(cudaEventSynchronize(m.piece_done[p]), what);
-      std::memcpy(d + done + at, stage + at, plen);
-    }
+    MINFER_CUDA_CHECK(cudaMemcpyAsync(m.staging[0], src + done, len, cudaMemcpyDeviceToHost, m.stream), what);
+    m.wait_stream(what);
+    std::memcpy(d + done, m.staging[0], len);
   }
-  m.wait_stream(what);  // (the device's error state, and the stream empty, as before)
+  if (pinned || n == 0) m.wait_stream(what);
   if (m.options.profile) m.collect_gpu_time();
   m.check_device_error();
 }

@@ -23,8 +23,7 @@
 //   the arena: the backend allocates nothing per graph, so captured graphs stay valid.
 // - Settings are a CudaOptions given at construction.
 // - Readback: get_tensor() copies into alloc_host() memory (pinned) directly, into any other
-//   host memory through a pinned staging buffer in pieces (the host copy of one piece overlaps the
-//   DMA of the next), and synchronizes.
+//   host memory through a pinned staging buffer, and synchronizes.
 // - Tensor parallelism: join() makes the backend a rank of an NCCL group of this process's CUDA
 //   devices (ops/cuda/nccl_collective.h); its ALL_REDUCE / ALL_GATHER nodes then run NCCL on the
 //   backend's stream and are captured with the rest of a decode step. Alone they copy.
