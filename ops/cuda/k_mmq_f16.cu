@@ -54,6 +54,7 @@
 #include <cuda_fp16.h>
 
 #include "ops/cuda/cp_async.cuh"
+#include "ops/cuda/mma.cuh"
 #include "ops/cuda/kernels.cuh"
 
 namespace minfer::cuda {
@@ -118,14 +119,6 @@ __device__ __forceinline__ uint32_t hfma2_lo(uint32_t x, uint32_t s, uint32_t c)
 }
 __device__ __forceinline__ uint32_t hfma2_hi(uint32_t x, uint32_t s, uint32_t c) {
   return u32(__hfma2(h2(x), __high2half2(h2(s)), __high2half2(h2(c))));
-}
-
-__device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                         uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 __device__ __forceinline__ uint4 lds128(const uint8_t* p) { return *reinterpret_cast<const uint4*>(p); }
