@@ -30,6 +30,7 @@
 
 #include "ops/cuda/cp_async.cuh"
 #include "ops/cuda/kernels.cuh"
+#include "ops/cuda/mma.cuh"
 #include "ops/cuda/quant_device.cuh"
 
 namespace minfer::cuda {
@@ -133,11 +134,20 @@ __global__ void kv_store_kernel(TD x, TD cache, const int32_t* cells, ErrorSink 
 // Merges the splits of one (query head, query): weights exp(m_i - max) per split, then the
 // weighted sum of the partial accumulators, divided by the weighted sum of the partial sums.
 // A separate launch so every head merges in parallel (a last-block merge serializes the splits).
-__global__ void attn_combine_kernel(const float* part_acc, const float2* part_ml, Paged pk, int n_splits, int dv,
-                                    float* dst) {
-  extern __shared__ float w[];  // [n_splits]
+// Warp w sums splits w, w + kCombineWarps, ... (every partial read once, coalesced, with many
+// loads in flight), then the warps' sums are added in warp order: the order depends on the
+// split count only, never on the batch.
+constexpr int kCombineWarps = 8;
+constexpr int kMaxDvPerLane = 8;  // dv <= 256
+
+__global__ void __launch_bounds__(32 * kCombineWarps) attn_combine_kernel(const float* part_acc, const float2* part_ml,
+                                                                          Paged pk, int n_splits, int dv, float* dst) {
+  extern __shared__ float csm[];  // weights [n_splits] | per-warp sums [kCombineWarps][dv]
+  float* w = csm;
+  float* wsum = csm + n_splits;
   __shared__ float red[32];
   const int h = blockIdx.x, t = blockIdx.y, n_head = gridDim.x;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t base = (static_cast<int64_t>(t) * n_head + h) * n_splits;
   const int32_t* row;
   const int n_active = active_splits(paged_query(pk, t, row, ErrorSink{}, false), n_splits);
@@ -154,21 +164,37 @@ __global__ void attn_combine_kernel(const float* part_acc, const float2* part_ml
     w[i] = wi;
     sum += ml.y * wi;
   }
-  sum = block_sum(sum, red);  // 0 only for an invalid position (reported): NaN output
+  sum = block_sum(sum, red);  // 0 only for an invalid position (reported): NaN output; syncs w[]
+  float a[kMaxDvPerLane];
+#pragma unroll
+  for (int c = 0; c < kMaxDvPerLane; ++c) a[c] = 0.0f;
+#pragma unroll 4
+  for (int i = warp; i < n_active; i += kCombineWarps) {
+    const float wi = w[i];
+    const float* src = part_acc + (base + i) * dv;
+#pragma unroll
+    for (int c = 0; c < kMaxDvPerLane; ++c)
+      if (lane + 32 * c < dv) a[c] += src[lane + 32 * c] * wi;
+  }
+#pragma unroll
+  for (int c = 0; c < kMaxDvPerLane; ++c)
+    if (lane + 32 * c < dv) wsum[warp * dv + lane + 32 * c] = a[c];
   __syncthreads();
   const float inv = 1.0f / sum;
   float* out = dst + (static_cast<int64_t>(t) * n_head + h) * dv;
   for (int e = threadIdx.x; e < dv; e += blockDim.x) {
-    float a = 0.0f;
-#pragma unroll 8
-    for (int i = 0; i < n_active; ++i) a += part_acc[(base + i) * dv + e] * w[i];
-    out[e] = a * inv;
+    float x = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kCombineWarps; ++i) x += wsum[i * dv + e];
+    out[e] = x * inv;
   }
 }
-
+// Its dynamic shared memory.
+size_t combine_smem(int n_splits, int64_t dv) {
+  return (static_cast<size_t>(n_splits) + static_cast<size_t>(kCombineWarps) * static_cast<size_t>(dv)) * sizeof(float);
+}
 
 constexpr int kSplitWarps = 4;
-constexpr int kMaxDvPerLane = 8;  // dv <= 256
 
 template <DType KT, DType VT>
 __global__ void __launch_bounds__(32 * kSplitWarps) attn_split_kernel(TD q, TD k, TD v, Paged pk, float scale,
@@ -475,6 +501,254 @@ __global__ void __launch_bounds__(32 * kGqaWarps) attn_gqa_kernel(TD q, TD k, TD
   }
 }
 
+// ---------------------------------------------------------------- tensor-core split-KV decode
+//
+// The decode kernel for f16 and q8_0 caches with head dims 64/128 (every released Qwen/Llama
+// shape): grid (splits, KV heads, queries) as attn_gqa_kernel, but the scores and P·V run on the
+// tensor cores and every K/V byte moves coalesced. One block serves the query heads of one KV
+// head (the rows of an m16 tile, zero past `group`, so group <= 16); each warp takes 16-key steps
+// of the block's split in turn (warp w: keys j0 + 16 (w + 4 i)) and keeps its own online
+// softmax:
+// - the step's 16 K and V rows are copied whole into the warp's shared memory with cp.async
+//   (f16: 16-byte pieces, consecutive lanes on consecutive pieces of a row; q8_0: the raw
+//   34-byte blocks as 4-byte pieces, dequantized to f16 in shared memory after they land), two
+//   steps in flight per warp;
+// - S = Q K^T is one m16n8k16 per 8 keys and 16 dims (Q's fragments stay in registers, K's come
+//   by ldmatrix), the row max is a shuffle within a quad, and P (rounded to f16 as FlashAttention
+//   does) is already the A fragment of O += P V (V's fragments by ldmatrix.trans);
+// - the block's warps merge through shared memory and write one partial (m, l, acc) per query
+//   head, merged across splits by attn_combine_kernel.
+// Keys past the split end are masked (their rows repeat the last key's, so no unused block is
+// read). q and P are rounded to f16; scores, softmax and accumulators are f32.
+
+constexpr int kMmaWarps = 4;
+constexpr int kMmaKeys = 16;        // keys per warp step
+constexpr int kMmaRows = 16;        // query heads per block (m16)
+constexpr int kMmaBlocksPerSm = 3;  // by shared memory (~74 KB a block at D = 128)
+
+// Shared memory of one warp's K (or V) staging for cache type T: two raw stages, and for q8_0
+// the f16 tile they are dequantized into.
+template <int D, DType T>
+struct MmaStage {
+  static constexpr int kRowHalves = D + 8;  // padded f16 rows: conflict-free ldmatrix
+  static constexpr int kTileBytes = kMmaKeys * kRowHalves * 2;
+  static constexpr int kRawRow = D / 32 * 34;  // q8_0 bytes of a row (4-byte multiple for D 64/128)
+  static constexpr int kStageBytes = T == DType::F16 ? kTileBytes : kMmaKeys * kRawRow;
+  static constexpr int kBytes = 2 * kStageBytes + (T == DType::F16 ? 0 : kTileBytes);
+};
+
+template <int D, DType KT, DType VT>
+constexpr int mma_warp_bytes() {
+  return MmaStage<D, KT>::kBytes + MmaStage<D, VT>::kBytes;
+}
+template <int D, DType KT, DType VT>
+constexpr size_t mma_decode_smem() {
+  constexpr size_t q = kMmaRows * (D + 8) * 2;
+  constexpr size_t warps = static_cast<size_t>(kMmaWarps) * mma_warp_bytes<D, KT, VT>();
+  constexpr size_t merge = static_cast<size_t>(kMmaWarps) * kMmaRows * (D + 2) * sizeof(float);
+  return q + (warps > merge ? warps : merge);
+}
+
+// Starts the copies of the 16 rows of one step (cells: lane r & 15 holds row r's cell) into `st`.
+template <int D, DType T>
+__device__ __forceinline__ void mma_stage_rows(unsigned char* st, const char* base, int64_t nb2, int64_t cell,
+                                               int lane) {
+  using S = MmaStage<D, T>;
+  if constexpr (T == DType::F16) {
+    constexpr int kPieces = D / 8;  // 16-byte pieces of a row
+#pragma unroll
+    for (int it = 0; it < kMmaKeys * kPieces / 32; ++it) {
+      const int idx = it * 32 + lane, r = idx / kPieces, c = idx % kPieces;
+      const int64_t cr = __shfl_sync(0xffffffffu, cell, r);
+      cp_async16(st + r * S::kRowHalves * 2 + c * 16, base + cr * nb2 + c * 16);
+    }
+  } else {
+    constexpr int kWords = S::kRawRow / 4;
+#pragma unroll
+    for (int it = 0; it < (kMmaKeys * kWords + 31) / 32; ++it) {
+      const int idx = it * 32 + lane, r = min(idx / kWords, kMmaKeys - 1), c = idx % kWords;
+      const int64_t cr = __shfl_sync(0xffffffffu, cell, r);
+      if (idx < kMmaKeys * kWords) cp_async4(st + r * S::kRawRow + c * 4, base + cr * nb2 + c * 4);
+    }
+  }
+}
+
+// The f16 tile of a landed stage: the stage itself (f16), or its q8_0 blocks dequantized into
+// `tile`.
+template <int D, DType T>
+__device__ __forceinline__ const __half* mma_tile(const unsigned char* st, unsigned char* tile, int lane) {
+  using S = MmaStage<D, T>;
+  if constexpr (T == DType::F16) {
+    return reinterpret_cast<const __half*>(st);
+  } else {
+#pragma unroll 4
+    for (int it = 0; it < kMmaKeys * D / 2 / 32; ++it) {
+      const int idx = it * 32 + lane, r = idx / (D / 2), e = idx % (D / 2) * 2;
+      const unsigned char* blk = st + r * S::kRawRow + (e >> 5) * 34;
+      const float d = __half2float(*reinterpret_cast<const __half*>(blk));
+      const char2 qv = *reinterpret_cast<const char2*>(blk + 2 + (e & 31));
+      *reinterpret_cast<__half2*>(tile + (r * S::kRowHalves + e) * 2) =
+          __floats2half2_rn(static_cast<float>(qv.x) * d, static_cast<float>(qv.y) * d);
+    }
+    __syncwarp();
+    return reinterpret_cast<const __half*>(tile);
+  }
+}
+
+template <int D, DType KT, DType VT>
+__global__ void __launch_bounds__(32 * kMmaWarps, kMmaBlocksPerSm)
+    attn_mma_decode_kernel(TD q, TD k, TD v, Paged pk, float scale, int group, float* part_acc, float2* part_ml,
+                           ErrorSink sink) {
+  constexpr int RH = D + 8;
+  using KS = MmaStage<D, KT>;
+  using VS = MmaStage<D, VT>;
+  extern __shared__ __align__(16) unsigned char msm[];
+  __half* qs = reinterpret_cast<__half*>(msm);  // [kMmaRows][RH]
+  unsigned char* warps_base = msm + kMmaRows * RH * 2;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, qd = lane & 3;
+  unsigned char* wsm = warps_base + warp * mma_warp_bytes<D, KT, VT>();
+  unsigned char* kst = wsm;                              // K stages [2]
+  unsigned char* vst = wsm + 2 * KS::kStageBytes;         // V stages [2]
+  unsigned char* ktile = vst + 2 * VS::kStageBytes;       // q8_0: dequantized K
+  unsigned char* vtile = ktile + (KT == DType::F16 ? 0 : KS::kTileBytes);
+  const int s = blockIdx.x, n_splits = gridDim.x, hk = blockIdx.y, t = blockIdx.z;
+  const int n_head = gridDim.y * group;
+
+  const int32_t* row;
+  const int64_t kv_len = paged_query(pk, t, row, sink, threadIdx.x == 0 && s == 0 && hk == 0);
+  int64_t j0, j1;
+  split_range(kv_len, s, n_splits, j0, j1);
+  if (s > 0 && j0 >= j1) return;  // no keys here (active_splits)
+
+  for (int i = threadIdx.x; i < kMmaRows * D; i += blockDim.x) {
+    const int r = i / D, e = i % D;
+    float x = 0.0f;
+    if (r < group)
+      x = *reinterpret_cast<const float*>(q.data + static_cast<int64_t>(hk * group + r) * q.nb[1] +
+                                          static_cast<int64_t>(t) * q.nb[2] + e * q.nb[0]) * scale;
+    qs[r * RH + e] = __float2half_rn(x);
+  }
+  __syncthreads();
+  uint32_t qa[D / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+    ldmatrix_x4(qa[kk], qs + ((lane & 7) + ((lane >> 3) & 1) * 8) * RH + kk * 16 + (lane >> 4) * 8);
+
+  const char* kbase = k.data + static_cast<int64_t>(hk) * k.nb[1];
+  const char* vbase = v.data + static_cast<int64_t>(hk) * v.nb[1];
+  float o[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;  // rows g and g + 8
+
+  constexpr int64_t kStride = kMmaWarps * kMmaKeys;
+  auto stage = [&](int64_t jc, int b) {
+    const int64_t cell = paged_cell(pk, row, min(jc + (lane & 15), j1 - 1), sink);
+    mma_stage_rows<D, KT>(kst + b * KS::kStageBytes, kbase, k.nb[2], cell, lane);
+    mma_stage_rows<D, VT>(vst + b * VS::kStageBytes, vbase, v.nb[2], cell, lane);
+  };
+  int64_t jc = j0 + static_cast<int64_t>(warp) * kMmaKeys;
+  if (jc < j1) stage(jc, 0);
+  cp_async_commit();
+  for (int b = 0; jc < j1; jc += kStride, b ^= 1) {
+    if (jc + kStride < j1) stage(jc + kStride, b ^ 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncwarp();
+    const __half* kt = mma_tile<D, KT>(kst + b * KS::kStageBytes, ktile, lane);
+    const __half* vt = mma_tile<D, VT>(vst + b * VS::kStageBytes, vtile, lane);
+
+    float sc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t kb[4];
+      ldmatrix_x4(kb, kt + ((lane & 7) + (lane >> 4) * 8) * RH + kk * 16 + ((lane >> 3) & 1) * 8);
+      mma16816(sc[0], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], kb[0], kb[1]);
+      mma16816(sc[1], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], kb[2], kb[3]);
+    }
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int c = 0; c < 4; ++c)
+        if (jc + n * 8 + 2 * qd + (c & 1) >= j1) sc[n][c] = -INFINITY;
+    float x0 = fmaxf(fmaxf(sc[0][0], sc[0][1]), fmaxf(sc[1][0], sc[1][1]));
+    float x1 = fmaxf(fmaxf(sc[0][2], sc[0][3]), fmaxf(sc[1][2], sc[1][3]));
+    x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
+    x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
+    x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
+    x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
+    const float n0 = fmaxf(m0, x0), n1 = fmaxf(m1, x1);  // finite: key jc is always visible
+    const float c0 = __expf(m0 - n0), c1 = __expf(m1 - n1);
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+      sc[n][0] = __expf(sc[n][0] - n0);
+      sc[n][1] = __expf(sc[n][1] - n0);
+      sc[n][2] = __expf(sc[n][2] - n1);
+      sc[n][3] = __expf(sc[n][3] - n1);
+    }
+    l0 = l0 * c0 + (sc[0][0] + sc[0][1] + sc[1][0] + sc[1][1]);  // this lane's keys; the quad sums at the end
+    l1 = l1 * c1 + (sc[0][2] + sc[0][3] + sc[1][2] + sc[1][3]);
+    m0 = n0;
+    m1 = n1;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      o[n][0] *= c0;
+      o[n][1] *= c0;
+      o[n][2] *= c1;
+      o[n][3] *= c1;
+    }
+    const uint32_t pa0 = pack_half2(sc[0][0], sc[0][1]), pa1 = pack_half2(sc[0][2], sc[0][3]),
+                   pa2 = pack_half2(sc[1][0], sc[1][1]), pa3 = pack_half2(sc[1][2], sc[1][3]);
+#pragma unroll
+    for (int dn = 0; dn < D / 16; ++dn) {
+      uint32_t vb[4];
+      ldmatrix_x4_trans(vb, vt + ((lane & 7) + ((lane >> 3) & 1) * 8) * RH + dn * 16 + (lane >> 4) * 8);
+      mma16816(o[2 * dn], pa0, pa1, pa2, pa3, vb[0], vb[1]);
+      mma16816(o[2 * dn + 1], pa0, pa1, pa2, pa3, vb[2], vb[3]);
+    }
+    __syncwarp();  // every lane is done with stage b before the next step refills it
+  }
+  cp_async_wait<0>();
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+
+  // Merge the warps (the stages are free now), then one partial per query head of the group.
+  __syncthreads();
+  float* wo = reinterpret_cast<float*>(warps_base);       // [warps][kMmaRows][D]
+  float* wml = wo + kMmaWarps * kMmaRows * D;              // [warps][kMmaRows] (m, l)
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) {
+    *reinterpret_cast<float2*>(wo + (warp * kMmaRows + g) * D + n * 8 + 2 * qd) = make_float2(o[n][0], o[n][1]);
+    *reinterpret_cast<float2*>(wo + (warp * kMmaRows + g + 8) * D + n * 8 + 2 * qd) = make_float2(o[n][2], o[n][3]);
+  }
+  if (qd == 0) {
+    *reinterpret_cast<float2*>(wml + 2 * (warp * kMmaRows + g)) = make_float2(m0, l0);
+    *reinterpret_cast<float2*>(wml + 2 * (warp * kMmaRows + g + 8)) = make_float2(m1, l1);
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < group * D; i += blockDim.x) {
+    const int r = i / D, e = i % D;
+    float M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kMmaWarps; ++w)
+      if (wml[2 * (w * kMmaRows + r) + 1] > 0.0f) M = fmaxf(M, wml[2 * (w * kMmaRows + r)]);
+    float L = 0.0f, a = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kMmaWarps; ++w) {
+      const float lw = wml[2 * (w * kMmaRows + r) + 1];
+      const float f = lw > 0.0f ? __expf(wml[2 * (w * kMmaRows + r)] - M) : 0.0f;
+      L += lw * f;
+      a += wo[(w * kMmaRows + r) * D + e] * f;
+    }
+    const int64_t pi = (static_cast<int64_t>(t) * n_head + hk * group + r) * n_splits + s;
+    part_acc[pi * D + e] = a;
+    if (e == 0) part_ml[pi] = make_float2(M, L);
+  }
+}
+
 // Paged-cache view of an ATTENTION node's sources (pos, seq, block table) and its block size.
 Paged paged_of(const Tensor& node, const Tensor& k) {
   const Tensor &pos = *node.src[3], &seq = *node.src[4], &table = *node.src[5];
@@ -510,17 +784,37 @@ size_t split_bytes(int64_t parts, int64_t dv) {
   return split_acc_bytes(parts, dv) + static_cast<size_t>(parts) * sizeof(float2);
 }
 
-// Which decode kernel a node runs: the GQA-grouped split-KV kernel, the per-head one, or neither
-// (a prefill-sized T).
-bool uses_gqa_kernel(int64_t T, int64_t d, int64_t dv, int group) {
-  return T <= kDecodeMaxRows && d == dv && group <= kGqaMax && (d == 64 || d == 128 || d == 256);
+void launch_combine(KernelContext& kc, const float* part_acc, const float2* part_ml, const Paged& pk, int64_t n_head,
+                    int64_t T, int n_splits, int64_t dv, float* out) {
+  attn_combine_kernel<<<dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(T)), 32 * kCombineWarps,
+                        combine_smem(n_splits, dv), kc.stream>>>(part_acc, part_ml, pk, n_splits, static_cast<int>(dv), out);
+  kc.check_launch("attn_combine_kernel");
+}
+
+// The decode kernels (T <= kDecodeMaxRows): the tensor-core one, the GQA-grouped SIMT one (f32
+// caches, head dim 256), or the per-head split kernel (anything else), and their split counts.
+enum class DecodeKernel { MMA, GQA, SPLIT };
+
+DecodeKernel decode_kernel(int64_t d, int64_t dv, int group, DType kt, DType vt) {
+  const auto tc = [](DType x) { return x == DType::F16 || x == DType::Q8_0; };
+  if (d == dv && (d == 64 || d == 128) && group <= kMmaRows && tc(kt) && tc(vt)) return DecodeKernel::MMA;
+  if (d == dv && group <= kGqaMax && (d == 64 || d == 128 || d == 256)) return DecodeKernel::GQA;
+  return DecodeKernel::SPLIT;
+}
+
+int decode_kernel_splits(const KernelContext& kc, const Paged& pk, DecodeKernel dk, int64_t n_head, int64_t n_head_kv) {
+  switch (dk) {
+    case DecodeKernel::MMA: return decode_splits(kc, pk, n_head_kv, kMmaBlocksPerSm, 256);
+    case DecodeKernel::GQA: return decode_splits(kc, pk, n_head_kv, 4, 256);
+    default: return decode_splits(kc, pk, n_head, 2, 64);
+  }
 }
 
 template <int D, DType KT, DType VT>
 void launch_gqa(KernelContext& kc, const Tensor& q, const Tensor& k, const Tensor& v, const Paged& pk, float scale,
                 int group, float* out) {
   const int64_t n_head = q.ne[1], n_head_kv = k.ne[1], T = q.ne[2];
-  const int n_splits = decode_splits(kc, pk, n_head_kv, 4, 256);
+  const int n_splits = decode_kernel_splits(kc, pk, DecodeKernel::GQA, n_head, n_head_kv);
   const int64_t parts = T * n_head * n_splits;
   const size_t acc_bytes = split_acc_bytes(parts, D);
   char* s = static_cast<char*>(kc.scratch_bytes(split_bytes(parts, D)));
@@ -537,9 +831,32 @@ void launch_gqa(KernelContext& kc, const Tensor& q, const Tensor& k, const Tenso
                                32 * kGqaWarps, smem, kc.stream>>>(td(q), td(k), td(v), pk, scale, group, part_acc,
                                                                   part_ml, kc.sink());
   kc.check_launch("attn_gqa_kernel");
-  attn_combine_kernel<<<dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(T)), D, n_splits * sizeof(float),
-                        kc.stream>>>(part_acc, part_ml, pk, n_splits, D, out);
-  kc.check_launch("attn_combine_kernel");
+  launch_combine(kc, part_acc, part_ml, pk, n_head, T, n_splits, D, out);
+}
+
+template <int D, DType KT, DType VT>
+void launch_mma_decode(KernelContext& kc, const Tensor& q, const Tensor& k, const Tensor& v, const Paged& pk,
+                       float scale, int group, float* out) {
+  const int64_t n_head = q.ne[1], n_head_kv = k.ne[1], T = q.ne[2];
+  const int n_splits = decode_kernel_splits(kc, pk, DecodeKernel::MMA, n_head, n_head_kv);
+  const int64_t parts = T * n_head * n_splits;
+  const size_t acc_bytes = split_acc_bytes(parts, D);
+  char* s = static_cast<char*>(kc.scratch_bytes(split_bytes(parts, D)));
+  auto* part_acc = reinterpret_cast<float*>(s);
+  auto* part_ml = reinterpret_cast<float2*>(s + acc_bytes);
+  constexpr size_t smem = mma_decode_smem<D, KT, VT>();
+  static bool raised = false;  // once per instantiation, before any graph capture
+  if (!raised) {
+    MINFER_CUDA_CHECK(cudaFuncSetAttribute(attn_mma_decode_kernel<D, KT, VT>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
+                      kc.where());
+    raised = true;
+  }
+  attn_mma_decode_kernel<D, KT, VT><<<dim3(n_splits, static_cast<unsigned>(n_head_kv), static_cast<unsigned>(T)),
+                                      32 * kMmaWarps, smem, kc.stream>>>(td(q), td(k), td(v), pk, scale, group,
+                                                                         part_acc, part_ml, kc.sink());
+  kc.check_launch("attn_mma_decode_kernel");
+  launch_combine(kc, part_acc, part_ml, pk, n_head, T, n_splits, D, out);
 }
 
 // ---------------------------------------------------------------- tiled prefill
@@ -1036,16 +1353,23 @@ void launch_fa(KernelContext& kc, const Tensor& q, const Tensor& k, const Tensor
 template <DType KT, DType VT>
 void launch_attention(KernelContext& kc, const Tensor& q, const Tensor& k, const Tensor& v, const Paged& pk,
                       float scale, Tensor& dst) {
-  const int64_t d = q.ne[0], dv = v.ne[0], n_head = q.ne[1], T = q.ne[2];
+  const int64_t d = q.ne[0], dv = v.ne[0], n_head = q.ne[1], n_head_kv = k.ne[1], T = q.ne[2];
   const int group = static_cast<int>(n_head / k.ne[1]);
   float* out = static_cast<float*>(dst.data);
-  if (uses_gqa_kernel(T, d, dv, group)) {
+  const DecodeKernel dk = decode_kernel(d, dv, group, KT, VT);
+  if (T <= kDecodeMaxRows && dk == DecodeKernel::MMA) {
+    if constexpr (KT != DType::F32 && VT != DType::F32) {
+      if (d == 64) return launch_mma_decode<64, KT, VT>(kc, q, k, v, pk, scale, group, out);
+      return launch_mma_decode<128, KT, VT>(kc, q, k, v, pk, scale, group, out);
+    }
+  }
+  if (T <= kDecodeMaxRows && dk == DecodeKernel::GQA) {
     if (d == 64) return launch_gqa<64, KT, VT>(kc, q, k, v, pk, scale, group, out);
     if (d == 128) return launch_gqa<128, KT, VT>(kc, q, k, v, pk, scale, group, out);
     return launch_gqa<256, KT, VT>(kc, q, k, v, pk, scale, group, out);
   }
   if (T <= kDecodeMaxRows) {
-    const int n_splits = decode_splits(kc, pk, n_head, 2, 64);
+    const int n_splits = decode_kernel_splits(kc, pk, DecodeKernel::SPLIT, n_head, n_head_kv);
     const int64_t parts = T * n_head * n_splits;
     const size_t acc_bytes = split_acc_bytes(parts, dv);
     char* s = static_cast<char*>(kc.scratch_bytes(split_bytes(parts, dv)));
@@ -1056,9 +1380,7 @@ void launch_attention(KernelContext& kc, const Tensor& q, const Tensor& k, const
                                 32 * kSplitWarps, smem, kc.stream>>>(td(q), td(k), td(v), pk, scale, group, part_acc,
                                                                      part_ml, kc.sink());
     kc.check_launch("attn_split_kernel");
-    attn_combine_kernel<<<dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(T)), 128, n_splits * sizeof(float),
-                          kc.stream>>>(part_acc, part_ml, pk, n_splits, static_cast<int>(dv), out);
-    kc.check_launch("attn_combine_kernel");
+    launch_combine(kc, part_acc, part_ml, pk, n_head, T, n_splits, dv, out);
     return;
   }
   if constexpr (KT != DType::F32 && VT != DType::F32) {
@@ -1134,8 +1456,8 @@ size_t w_attention(const KernelContext& kc, const Tensor& dst) {
   if (T == 0 || n_head == 0 || T > kDecodeMaxRows || k.ne[1] == 0) return 0;
   const int group = static_cast<int>(n_head / k.ne[1]);
   const Paged pk = paged_of(dst, k);
-  if (uses_gqa_kernel(T, d, dv, group)) return split_bytes(T * n_head * decode_splits(kc, pk, k.ne[1], 4, 256), d);
-  return split_bytes(T * n_head * decode_splits(kc, pk, n_head, 2, 64), dv);
+  const DecodeKernel dk = decode_kernel(d, dv, group, k.type, v.type);
+  return split_bytes(T * n_head * decode_kernel_splits(kc, pk, dk, n_head, k.ne[1]), dv);
 }
 
 void k_attention(KernelContext& kc, Tensor& dst) {
