@@ -131,67 +131,69 @@ __global__ void kv_store_kernel(TD x, TD cache, const int32_t* cells, ErrorSink 
 
 // ---------------------------------------------------------------- split-KV decode
 
-// Merges the splits of one (query head, query): weights exp(m_i - max) per split, then the
-// weighted sum of the partial accumulators, divided by the weighted sum of the partial sums.
-// A separate launch so every head merges in parallel (a last-block merge serializes the splits).
-// Warp w sums splits w, w + kCombineWarps, ... (every partial read once, coalesced, with many
-// loads in flight), then the warps' sums are added in warp order: the order depends on the
-// split count only, never on the batch.
+// Merges the splits of one (query head, query) into softmax(q K^T) V: warp w folds splits w,
+// w + kCombineWarps, ... into a running (max, sum, acc) as the splits' own online softmax does
+// (the partials and their (m, l) read in one pass, many loads in flight), then the warps' results
+// are merged in warp order. A separate launch so every head merges in parallel. The order of
+// the sums depends on the split count only, never on the batch.
 constexpr int kCombineWarps = 8;
 constexpr int kMaxDvPerLane = 8;  // dv <= 256
 
 __global__ void __launch_bounds__(32 * kCombineWarps) attn_combine_kernel(const float* part_acc, const float2* part_ml,
                                                                           Paged pk, int n_splits, int dv, float* dst) {
-  extern __shared__ float csm[];  // weights [n_splits] | per-warp sums [kCombineWarps][dv]
-  float* w = csm;
-  float* wsum = csm + n_splits;
-  __shared__ float red[32];
+  extern __shared__ float csm[];  // per-warp acc [kCombineWarps][dv] | per-warp (m, l)
+  float* wacc = csm;
+  float2* wml = reinterpret_cast<float2*>(csm + kCombineWarps * dv);
   const int h = blockIdx.x, t = blockIdx.y, n_head = gridDim.x;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t base = (static_cast<int64_t>(t) * n_head + h) * n_splits;
   const int32_t* row;
   const int n_active = active_splits(paged_query(pk, t, row, ErrorSink{}, false), n_splits);
-  float mx = -INFINITY;
-  for (int i = threadIdx.x; i < n_active; i += blockDim.x) {
-    const float2 ml = part_ml[base + i];
-    if (ml.y > 0.0f) mx = fmaxf(mx, ml.x);
-  }
-  mx = block_max(mx, red);
-  float sum = 0.0f;
-  for (int i = threadIdx.x; i < n_active; i += blockDim.x) {
-    const float2 ml = part_ml[base + i];
-    const float wi = ml.y > 0.0f ? __expf(ml.x - mx) : 0.0f;
-    w[i] = wi;
-    sum += ml.y * wi;
-  }
-  sum = block_sum(sum, red);  // 0 only for an invalid position (reported): NaN output; syncs w[]
-  float a[kMaxDvPerLane];
+  float M = -INFINITY, L = 0.0f, a[kMaxDvPerLane];
 #pragma unroll
   for (int c = 0; c < kMaxDvPerLane; ++c) a[c] = 0.0f;
-#pragma unroll 4
+#pragma unroll 2
   for (int i = warp; i < n_active; i += kCombineWarps) {
-    const float wi = w[i];
+    const float2 ml = part_ml[base + i];
     const float* src = part_acc + (base + i) * dv;
+    float x[kMaxDvPerLane];
 #pragma unroll
-    for (int c = 0; c < kMaxDvPerLane; ++c)
-      if (lane + 32 * c < dv) a[c] += src[lane + 32 * c] * wi;
+    for (int c = 0; c < kMaxDvPerLane; ++c) x[c] = lane + 32 * c < dv ? src[lane + 32 * c] : 0.0f;
+    if (ml.y > 0.0f) {
+      const float mn = fmaxf(M, ml.x), f_old = __expf(M - mn), f_new = __expf(ml.x - mn);
+      L = L * f_old + ml.y * f_new;
+#pragma unroll
+      for (int c = 0; c < kMaxDvPerLane; ++c) a[c] = a[c] * f_old + x[c] * f_new;
+      M = mn;
+    }
   }
 #pragma unroll
   for (int c = 0; c < kMaxDvPerLane; ++c)
-    if (lane + 32 * c < dv) wsum[warp * dv + lane + 32 * c] = a[c];
+    if (lane + 32 * c < dv) wacc[warp * dv + lane + 32 * c] = a[c];
+  if (lane == 0) wml[warp] = make_float2(M, L);
   __syncthreads();
-  const float inv = 1.0f / sum;
+  float mx = -INFINITY;
+#pragma unroll
+  for (int w = 0; w < kCombineWarps; ++w)
+    if (wml[w].y > 0.0f) mx = fmaxf(mx, wml[w].x);
+  float f[kCombineWarps], sum = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kCombineWarps; ++w) {
+    f[w] = wml[w].y > 0.0f ? __expf(wml[w].x - mx) : 0.0f;
+    sum += wml[w].y * f[w];
+  }
+  const float inv = 1.0f / sum;  // sum is 0 only for an invalid position (reported): NaN output
   float* out = dst + (static_cast<int64_t>(t) * n_head + h) * dv;
   for (int e = threadIdx.x; e < dv; e += blockDim.x) {
     float x = 0.0f;
 #pragma unroll
-    for (int i = 0; i < kCombineWarps; ++i) x += wsum[i * dv + e];
+    for (int w = 0; w < kCombineWarps; ++w) x += wacc[w * dv + e] * f[w];
     out[e] = x * inv;
   }
 }
 // Its dynamic shared memory.
-size_t combine_smem(int n_splits, int64_t dv) {
-  return (static_cast<size_t>(n_splits) + static_cast<size_t>(kCombineWarps) * static_cast<size_t>(dv)) * sizeof(float);
+size_t combine_smem(int64_t dv) {
+  return static_cast<size_t>(kCombineWarps) * (static_cast<size_t>(dv) + 2) * sizeof(float);
 }
 
 constexpr int kSplitWarps = 4;
@@ -543,19 +545,33 @@ constexpr int mma_warp_bytes() {
 }
 template <int D, DType KT, DType VT>
 constexpr size_t mma_decode_smem() {
-  constexpr size_t q = kMmaRows * (D + 8) * 2;
   constexpr size_t warps = static_cast<size_t>(kMmaWarps) * mma_warp_bytes<D, KT, VT>();
   constexpr size_t merge = static_cast<size_t>(kMmaWarps) * kMmaRows * (D + 2) * sizeof(float);
-  return q + (warps > merge ? warps : merge);
+  return warps > merge ? warps : merge;
 }
 
-// Starts the copies of the 16 rows of one step (cells: lane r & 15 holds row r's cell) into `st`.
+// A key's block-table entry, loaded a step before its cell is needed (entry_cell checks it then),
+// so the table read is off the path from one step's copies to the next.
+__device__ __forceinline__ int32_t table_entry(const Paged& pk, const int32_t* row, int64_t j) {
+  return row[j >> pk.bs_log2];
+}
+__device__ __forceinline__ int64_t entry_cell(const Paged& pk, int32_t b, int64_t j, ErrorSink sink) {
+  if (static_cast<uint32_t>(b) >= static_cast<uint32_t>(pk.n_blocks)) {
+    report_error(sink, kErrAttentionBlock, b, pk.n_blocks);
+    b = 0;
+  }
+  return (static_cast<int64_t>(b) << pk.bs_log2) | (j & ((int64_t{1} << pk.bs_log2) - 1));
+}
+
+// Starts the copies of one step's 16 K (or V) rows (lane r & 15 holds row r's cell) into the
+// warp's stage, consecutive lanes on consecutive pieces of a row: f16 rows as 16-byte pieces,
+// q8_0 rows as 8-byte pieces (4-byte where the 34-byte blocks leave rows 4-byte aligned only).
 template <int D, DType T>
 __device__ __forceinline__ void mma_stage_rows(unsigned char* st, const char* base, int64_t nb2, int64_t cell,
                                                int lane) {
   using S = MmaStage<D, T>;
   if constexpr (T == DType::F16) {
-    constexpr int kPieces = D / 8;  // 16-byte pieces of a row
+    constexpr int kPieces = D / 8;
 #pragma unroll
     for (int it = 0; it < kMmaKeys * kPieces / 32; ++it) {
       const int idx = it * 32 + lane, r = idx / kPieces, c = idx % kPieces;
@@ -563,32 +579,45 @@ __device__ __forceinline__ void mma_stage_rows(unsigned char* st, const char* ba
       cp_async16(st + r * S::kRowHalves * 2 + c * 16, base + cr * nb2 + c * 16);
     }
   } else {
-    constexpr int kWords = S::kRawRow / 4;
-#pragma unroll
-    for (int it = 0; it < (kMmaKeys * kWords + 31) / 32; ++it) {
-      const int idx = it * 32 + lane, r = min(idx / kWords, kMmaKeys - 1), c = idx % kWords;
+    constexpr int kPiece = S::kRawRow % 8 == 0 ? 8 : 4;
+    constexpr int kPieces = S::kRawRow / kPiece;
+#pragma unroll 3
+    for (int it = 0; it < (kMmaKeys * kPieces + 31) / 32; ++it) {
+      const int idx = it * 32 + lane, r = min(idx / kPieces, kMmaKeys - 1), c = idx % kPieces;
       const int64_t cr = __shfl_sync(0xffffffffu, cell, r);
-      if (idx < kMmaKeys * kWords) cp_async4(st + r * S::kRawRow + c * 4, base + cr * nb2 + c * 4);
+      if (idx < kMmaKeys * kPieces) {
+        if constexpr (kPiece == 8) cp_async8(st + r * S::kRawRow + c * 8, base + cr * nb2 + c * 8);
+        else cp_async4(st + r * S::kRawRow + c * 4, base + cr * nb2 + c * 4);
+      }
     }
   }
 }
 
 // The f16 tile of a landed stage: the stage itself (f16), or its q8_0 blocks dequantized into
-// `tile`.
+// `tile`, four values a lane at a time: the int8 quads become exact f16 integers (1024 + 128 + x
+// by byte permutation into the f16 exponent 0x64, minus 1152), times the block's f16 scale in
+// one HMUL2 (the same single rounding as q * d in f32 rounded to f16).
 template <int D, DType T>
 __device__ __forceinline__ const __half* mma_tile(const unsigned char* st, unsigned char* tile, int lane) {
   using S = MmaStage<D, T>;
   if constexpr (T == DType::F16) {
     return reinterpret_cast<const __half*>(st);
   } else {
+    const __half2 bias = __half2half2(__ushort_as_half(0x6480));  // 1152
 #pragma unroll 4
-    for (int it = 0; it < kMmaKeys * D / 2 / 32; ++it) {
-      const int idx = it * 32 + lane, r = idx / (D / 2), e = idx % (D / 2) * 2;
+    for (int it = 0; it < kMmaKeys * D / 4 / 32; ++it) {
+      const int idx = it * 32 + lane, r = idx / (D / 4), e = idx % (D / 4) * 4;
       const unsigned char* blk = st + r * S::kRawRow + (e >> 5) * 34;
-      const float d = __half2float(*reinterpret_cast<const __half*>(blk));
-      const char2 qv = *reinterpret_cast<const char2*>(blk + 2 + (e & 31));
-      *reinterpret_cast<__half2*>(tile + (r * S::kRowHalves + e) * 2) =
-          __floats2half2_rn(static_cast<float>(qv.x) * d, static_cast<float>(qv.y) * d);
+      const uint16_t* qp = reinterpret_cast<const uint16_t*>(blk + 2 + (e & 31));
+      const uint32_t u = (static_cast<uint32_t>(qp[0]) | static_cast<uint32_t>(qp[1]) << 16) ^ 0x80808080u;
+      const __half2 d = __half2half2(*reinterpret_cast<const __half*>(blk));
+      const uint32_t lo = __byte_perm(u, 0x64646464u, 0x4140), hi = __byte_perm(u, 0x64646464u, 0x4342);
+      const __half2 x0 = __hmul2(__hsub2(*reinterpret_cast<const __half2*>(&lo), bias), d);
+      const __half2 x1 = __hmul2(__hsub2(*reinterpret_cast<const __half2*>(&hi), bias), d);
+      uint2 out;
+      out.x = *reinterpret_cast<const uint32_t*>(&x0);
+      out.y = *reinterpret_cast<const uint32_t*>(&x1);
+      *reinterpret_cast<uint2*>(tile + (r * S::kRowHalves + e) * 2) = out;
     }
     __syncwarp();
     return reinterpret_cast<const __half*>(tile);
@@ -597,63 +626,74 @@ __device__ __forceinline__ const __half* mma_tile(const unsigned char* st, unsig
 
 template <int D, DType KT, DType VT>
 __global__ void __launch_bounds__(32 * kMmaWarps, kMmaBlocksPerSm)
-    attn_mma_decode_kernel(TD q, TD k, TD v, Paged pk, float scale, int group, float* part_acc, float2* part_ml,
-                           ErrorSink sink) {
+    attn_mma_decode_kernel(TD q, TD k, TD v, Paged pk, float scale, int group, int hpb, float* part_acc,
+                           float2* part_ml, ErrorSink sink) {
   constexpr int RH = D + 8;
   using KS = MmaStage<D, KT>;
   using VS = MmaStage<D, VT>;
   extern __shared__ __align__(16) unsigned char msm[];
-  __half* qs = reinterpret_cast<__half*>(msm);  // [kMmaRows][RH]
-  unsigned char* warps_base = msm + kMmaRows * RH * 2;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, qd = lane & 3;
-  unsigned char* wsm = warps_base + warp * mma_warp_bytes<D, KT, VT>();
-  unsigned char* kst = wsm;                              // K stages [2]
-  unsigned char* vst = wsm + 2 * KS::kStageBytes;         // V stages [2]
-  unsigned char* ktile = vst + 2 * VS::kStageBytes;       // q8_0: dequantized K
+  unsigned char* wsm = msm + warp * mma_warp_bytes<D, KT, VT>();
+  unsigned char* kst = wsm;                          // K stages [2]
+  unsigned char* vst = wsm + 2 * KS::kStageBytes;    // V stages [2]
+  unsigned char* ktile = vst + 2 * VS::kStageBytes;  // q8_0: dequantized K
   unsigned char* vtile = ktile + (KT == DType::F16 ? 0 : KS::kTileBytes);
-  const int s = blockIdx.x, n_splits = gridDim.x, hk = blockIdx.y, t = blockIdx.z;
-  const int n_head = gridDim.y * group;
+  const int s = blockIdx.x, n_splits = gridDim.x, t = blockIdx.z;
+  // Warp w serves KV head blockIdx.y * hpb + w % hpb and every (kMmaWarps / hpb)-th step of it.
+  const int n_slots = kMmaWarps / hpb, slot = warp / hpb;
+  const int hk = blockIdx.y * hpb + warp % hpb;
+  const int n_head = gridDim.y * hpb * group;
 
   const int32_t* row;
-  const int64_t kv_len = paged_query(pk, t, row, sink, threadIdx.x == 0 && s == 0 && hk == 0);
+  const int64_t kv_len = paged_query(pk, t, row, sink, threadIdx.x == 0 && s == 0 && blockIdx.y == 0);
   int64_t j0, j1;
   split_range(kv_len, s, n_splits, j0, j1);
   if (s > 0 && j0 >= j1) return;  // no keys here (active_splits)
 
-  for (int i = threadIdx.x; i < kMmaRows * D; i += blockDim.x) {
-    const int r = i / D, e = i % D;
-    float x = 0.0f;
-    if (r < group)
-      x = *reinterpret_cast<const float*>(q.data + static_cast<int64_t>(hk * group + r) * q.nb[1] +
-                                          static_cast<int64_t>(t) * q.nb[2] + e * q.nb[0]) * scale;
-    qs[r * RH + e] = __float2half_rn(x);
-  }
-  __syncthreads();
-  uint32_t qa[D / 16][4];
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk)
-    ldmatrix_x4(qa[kk], qs + ((lane & 7) + ((lane >> 3) & 1) * 8) * RH + kk * 16 + (lane >> 4) * 8);
-
+  // The first step's copies go out before the queries are read; the next step's table entries
+  // are loaded one step ahead.
   const char* kbase = k.data + static_cast<int64_t>(hk) * k.nb[1];
   const char* vbase = v.data + static_cast<int64_t>(hk) * v.nb[1];
+  const int64_t stride = static_cast<int64_t>(n_slots) * kMmaKeys;
+  const auto stage = [&](int64_t j, int32_t entry, int b) {
+    const int64_t cell = entry_cell(pk, entry, j, sink);
+    mma_stage_rows<D, KT>(kst + b * KS::kStageBytes, kbase, k.nb[2], cell, lane);
+    mma_stage_rows<D, VT>(vst + b * VS::kStageBytes, vbase, v.nb[2], cell, lane);
+  };
+  // This lane's key of the step at jc (its row lane & 15; past the split end, the last key).
+  const auto key = [&](int64_t jc) { return min(jc + (lane & 15), j1 - 1); };
+  int64_t jc = j0 + static_cast<int64_t>(slot) * kMmaKeys;
+  if (jc < j1) stage(key(jc), table_entry(pk, row, key(jc)), 0);
+  cp_async_commit();
+  int32_t next = jc + stride < j1 ? table_entry(pk, row, key(jc + stride)) : 0;
+
+  // Q's A fragments straight from the f32 rows (pre-scaled, rounded to f16; rows past the
+  // group are zero): a[0] row g, a[1] row g + 8, a[2] / a[3] the same rows 8 columns on.
+  uint32_t qa[D / 16][4];
+  {
+    const char* q0 = q.data + static_cast<int64_t>(hk * group + g) * q.nb[1] + static_cast<int64_t>(t) * q.nb[2];
+    const char* q1 = q0 + 8 * q.nb[1];
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = g + (i & 1) * 8, e = kk * 16 + (i >> 1) * 8 + 2 * qd;
+        float2 x = make_float2(0.0f, 0.0f);
+        if (r < group) x = *reinterpret_cast<const float2*>((i & 1 ? q1 : q0) + e * q.nb[0]);
+        qa[kk][i] = pack_half2(x.x * scale, x.y * scale);
+      }
+  }
+
   float o[D / 8][4];
 #pragma unroll
   for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;  // rows g and g + 8
 
-  constexpr int64_t kStride = kMmaWarps * kMmaKeys;
-  auto stage = [&](int64_t jc, int b) {
-    const int64_t cell = paged_cell(pk, row, min(jc + (lane & 15), j1 - 1), sink);
-    mma_stage_rows<D, KT>(kst + b * KS::kStageBytes, kbase, k.nb[2], cell, lane);
-    mma_stage_rows<D, VT>(vst + b * VS::kStageBytes, vbase, v.nb[2], cell, lane);
-  };
-  int64_t jc = j0 + static_cast<int64_t>(warp) * kMmaKeys;
-  if (jc < j1) stage(jc, 0);
-  cp_async_commit();
-  for (int b = 0; jc < j1; jc += kStride, b ^= 1) {
-    if (jc + kStride < j1) stage(jc + kStride, b ^ 1);
+  for (int b = 0; jc < j1; jc += stride, b ^= 1) {
+    if (jc + stride < j1) stage(key(jc + stride), next, b ^ 1);
     cp_async_commit();
+    if (jc + 2 * stride < j1) next = table_entry(pk, row, key(jc + 2 * stride));
     cp_async_wait<1>();
     __syncwarp();
     const __half* kt = mma_tile<D, KT>(kst + b * KS::kStageBytes, ktile, lane);
@@ -715,10 +755,23 @@ __global__ void __launch_bounds__(32 * kMmaWarps, kMmaBlocksPerSm)
   l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
   l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
 
-  // Merge the warps (the stages are free now), then one partial per query head of the group.
-  __syncthreads();
-  float* wo = reinterpret_cast<float*>(warps_base);       // [warps][kMmaRows][D]
-  float* wml = wo + kMmaWarps * kMmaRows * D;              // [warps][kMmaRows] (m, l)
+  // One partial (acc, m, l) per query head: straight from the warp when it alone covered its
+  // head's keys of the split, else merged with the other slots' warps through shared memory.
+  const auto part = [&](int r) { return (static_cast<int64_t>(t) * n_head + hk * group + r) * n_splits + s; };
+  if (n_slots == 1) {
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      if (g < group) *reinterpret_cast<float2*>(part_acc + part(g) * D + n * 8 + 2 * qd) = make_float2(o[n][0], o[n][1]);
+      if (g + 8 < group)
+        *reinterpret_cast<float2*>(part_acc + part(g + 8) * D + n * 8 + 2 * qd) = make_float2(o[n][2], o[n][3]);
+    }
+    if (qd == 0 && g < group) part_ml[part(g)] = make_float2(m0, l0);
+    if (qd == 0 && g + 8 < group) part_ml[part(g + 8)] = make_float2(m1, l1);
+    return;
+  }
+  __syncthreads();  // the stages are free now
+  float* wo = reinterpret_cast<float*>(msm);   // [warps][kMmaRows][D]
+  float* wml = wo + kMmaWarps * kMmaRows * D;  // [warps][kMmaRows] (m, l)
 #pragma unroll
   for (int n = 0; n < D / 8; ++n) {
     *reinterpret_cast<float2*>(wo + (warp * kMmaRows + g) * D + n * 8 + 2 * qd) = make_float2(o[n][0], o[n][1]);
@@ -729,21 +782,22 @@ __global__ void __launch_bounds__(32 * kMmaWarps, kMmaBlocksPerSm)
     *reinterpret_cast<float2*>(wml + 2 * (warp * kMmaRows + g + 8)) = make_float2(m1, l1);
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < group * D; i += blockDim.x) {
-    const int r = i / D, e = i % D;
+  for (int i = threadIdx.x; i < hpb * group * D; i += blockDim.x) {
+    const int hw = i / (group * D), r = i / D % group, e = i % D;
     float M = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kMmaWarps; ++w)
+    for (int sl = 0; sl < n_slots; ++sl) {
+      const int w = sl * hpb + hw;
       if (wml[2 * (w * kMmaRows + r) + 1] > 0.0f) M = fmaxf(M, wml[2 * (w * kMmaRows + r)]);
+    }
     float L = 0.0f, a = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kMmaWarps; ++w) {
+    for (int sl = 0; sl < n_slots; ++sl) {
+      const int w = sl * hpb + hw;
       const float lw = wml[2 * (w * kMmaRows + r) + 1];
       const float f = lw > 0.0f ? __expf(wml[2 * (w * kMmaRows + r)] - M) : 0.0f;
       L += lw * f;
       a += wo[(w * kMmaRows + r) * D + e] * f;
     }
-    const int64_t pi = (static_cast<int64_t>(t) * n_head + hk * group + r) * n_splits + s;
+    const int64_t pi = (static_cast<int64_t>(t) * n_head + (blockIdx.y * hpb + hw) * group + r) * n_splits + s;
     part_acc[pi * D + e] = a;
     if (e == 0) part_ml[pi] = make_float2(M, L);
   }
@@ -787,13 +841,22 @@ size_t split_bytes(int64_t parts, int64_t dv) {
 void launch_combine(KernelContext& kc, const float* part_acc, const float2* part_ml, const Paged& pk, int64_t n_head,
                     int64_t T, int n_splits, int64_t dv, float* out) {
   attn_combine_kernel<<<dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(T)), 32 * kCombineWarps,
-                        combine_smem(n_splits, dv), kc.stream>>>(part_acc, part_ml, pk, n_splits, static_cast<int>(dv), out);
+                        combine_smem(dv), kc.stream>>>(part_acc, part_ml, pk, n_splits, static_cast<int>(dv), out);
   kc.check_launch("attn_combine_kernel");
 }
 
 // The decode kernels (T <= kDecodeMaxRows): the tensor-core one, the GQA-grouped SIMT one (f32
 // caches, head dim 256), or the per-head split kernel (anything else), and their split counts.
 enum class DecodeKernel { MMA, GQA, SPLIT };
+
+// KV heads per block of attn_mma_decode_kernel: as many as divide n_head_kv, up to its warps, so
+// that the warps of a block read the neighbouring heads' rows of the same cells together (a
+// cell's K row of all heads is one contiguous run of bytes).
+int mma_heads_per_block(int64_t n_head_kv) {
+  int h = kMmaWarps;
+  while (n_head_kv % h != 0) h /= 2;
+  return h;
+}
 
 DecodeKernel decode_kernel(int64_t d, int64_t dv, int group, DType kt, DType vt) {
   const auto tc = [](DType x) { return x == DType::F16 || x == DType::Q8_0; };
@@ -804,7 +867,7 @@ DecodeKernel decode_kernel(int64_t d, int64_t dv, int group, DType kt, DType vt)
 
 int decode_kernel_splits(const KernelContext& kc, const Paged& pk, DecodeKernel dk, int64_t n_head, int64_t n_head_kv) {
   switch (dk) {
-    case DecodeKernel::MMA: return decode_splits(kc, pk, n_head_kv, kMmaBlocksPerSm, 256);
+    case DecodeKernel::MMA: return decode_splits(kc, pk, n_head_kv / mma_heads_per_block(n_head_kv), kMmaBlocksPerSm, 256);
     case DecodeKernel::GQA: return decode_splits(kc, pk, n_head_kv, 4, 256);
     default: return decode_splits(kc, pk, n_head, 2, 64);
   }
@@ -838,6 +901,7 @@ template <int D, DType KT, DType VT>
 void launch_mma_decode(KernelContext& kc, const Tensor& q, const Tensor& k, const Tensor& v, const Paged& pk,
                        float scale, int group, float* out) {
   const int64_t n_head = q.ne[1], n_head_kv = k.ne[1], T = q.ne[2];
+  const int hpb = mma_heads_per_block(n_head_kv);
   const int n_splits = decode_kernel_splits(kc, pk, DecodeKernel::MMA, n_head, n_head_kv);
   const int64_t parts = T * n_head * n_splits;
   const size_t acc_bytes = split_acc_bytes(parts, D);
@@ -852,9 +916,9 @@ void launch_mma_decode(KernelContext& kc, const Tensor& q, const Tensor& k, cons
                       kc.where());
     raised = true;
   }
-  attn_mma_decode_kernel<D, KT, VT><<<dim3(n_splits, static_cast<unsigned>(n_head_kv), static_cast<unsigned>(T)),
-                                      32 * kMmaWarps, smem, kc.stream>>>(td(q), td(k), td(v), pk, scale, group,
-                                                                         part_acc, part_ml, kc.sink());
+  attn_mma_decode_kernel<D, KT, VT>
+      <<<dim3(n_splits, static_cast<unsigned>(n_head_kv / hpb), static_cast<unsigned>(T)), 32 * kMmaWarps, smem,
+         kc.stream>>>(td(q), td(k), td(v), pk, scale, group, hpb, part_acc, part_ml, kc.sink());
   kc.check_launch("attn_mma_decode_kernel");
   launch_combine(kc, part_acc, part_ml, pk, n_head, T, n_splits, D, out);
 }
