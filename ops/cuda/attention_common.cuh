@@ -1,5 +1,6 @@
-// Internal to ops/cuda: what the attention kernel files share: the paged-cache view and its
-// lookups.
+// Internal to ops/cuda: what the attention kernel files share (k_attention.cu: KV_STORE, decode,
+// SIMT prefill tiles; k_attention_fa.cu: the tensor-core prefill kernel): the paged-cache view and
+// its lookups, and the tensor-core prefill's launcher.
 #pragma once
 
 #include "ops/cuda/device.cuh"
@@ -44,5 +45,12 @@ __device__ __forceinline__ int64_t paged_cell(const Paged& pk, const int32_t* ro
   }
   return (static_cast<int64_t>(b) << pk.bs_log2) | (j & ((int64_t{1} << pk.bs_log2) - 1));
 }
+
+/// Prefill attention on the tensor cores (k_attention_fa.cu): runs it and returns true when it
+/// takes the node (f16 or q8_0 K and V, head_dim == head_dim_v in {64, 128}, rows aligned for
+/// cp.async: 16 bytes for f16, 4 for q8_0); returns false, launching nothing, otherwise.
+/// out: f32 [dv, n_head, T] contiguous. Any T works; launch_attention sends it T > kDecodeMaxRows.
+bool launch_fa(KernelContext& kc, const Tensor& q, const Tensor& k, const Tensor& v, const Paged& pk, float scale,
+               int group, float* out);
 
 }  // namespace minfer::cuda
