@@ -17,17 +17,16 @@
 //   pos[t]), keeps an online softmax per warp, and writes (max, sum, acc[dv]);
 //   attn_combine_kernel merges the splits of every head in parallel.
 // - T > 64 (prefill) over f16 or q8_0 caches with head dims 64/128: attn_fa_kernel, FlashAttention-2
-//   on the tensor cores (WMMA f16 in, f32 accumulate; below). Otherwise flash-style SIMT tiles
+//   on the tensor cores (mma.sync f16 in, f32 accumulate; k_attention_fa.cu). Otherwise flash-style SIMT tiles
 //   (Dao et al. 2022): a block holds 16 queries of one head, streams 32-key K/V tiles through shared
 //   memory (widened to f32), one key per lane for the scores, online softmax per query. Both skip
 //   keys past the largest position of a tile's queries, and walk a tile whose queries belong to
 //   several sequences one run of one sequence's queries at a time.
 // Scores, softmax and accumulation are f32 throughout (attn_fa_kernel: q and P rounded to f16).
-#include <mma.h>
-
 #include <algorithm>
 #include <string>
 
+#include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/cp_async.cuh"
 #include "ops/cuda/kernels.cuh"
 #include "ops/cuda/mma.cuh"
@@ -41,44 +40,6 @@ __device__ __forceinline__ float kv_elem(const char* row, int e) {
   if constexpr (T == DType::F32) return reinterpret_cast<const float*>(row)[e];
   else if constexpr (T == DType::F16) return __half2float(reinterpret_cast<const __half*>(row)[e]);
   else return block_elem<DType::Q8_0>(row + (e >> 5) * 34, e & 31);
-}
-
-// The paged cache as attention kernels see it.
-struct Paged {
-  const int32_t* pos;
-  const int32_t* seq;
-  const int32_t* table;  // [max_blocks, n_rows]
-  int32_t max_blocks, n_rows, n_blocks, bs_log2;
-};
-
-// Query t's key count (0 for an invalid position or sequence, which is reported) and its
-// block-table row.
-__device__ __forceinline__ int64_t paged_query(const Paged& pk, int64_t t, const int32_t*& row, ErrorSink sink,
-                                               bool report) {
-  const int32_t p = pk.pos[t], s = pk.seq[t];
-  const int64_t max_len = static_cast<int64_t>(pk.max_blocks) << pk.bs_log2;
-  row = pk.table;
-  if (p < 0 || p >= max_len) {
-    if (report) report_error(sink, kErrAttentionPos, p, max_len);
-    return 0;
-  }
-  if (s < 0 || s >= pk.n_rows) {
-    if (report) report_error(sink, kErrAttentionSeq, s, pk.n_rows);
-    return 0;
-  }
-  row = pk.table + static_cast<int64_t>(s) * pk.max_blocks;
-  return static_cast<int64_t>(p) + 1;
-}
-
-// The cell of position j through a block-table row. A table entry outside the cache is reported
-// and clamped (the result is then garbage, and the error is raised at the next synchronize).
-__device__ __forceinline__ int64_t paged_cell(const Paged& pk, const int32_t* row, int64_t j, ErrorSink sink) {
-  int32_t b = row[j >> pk.bs_log2];
-  if (static_cast<uint32_t>(b) >= static_cast<uint32_t>(pk.n_blocks)) {
-    report_error(sink, kErrAttentionBlock, b, pk.n_blocks);
-    b = 0;
-  }
-  return (static_cast<int64_t>(b) << pk.bs_log2) | (j & ((int64_t{1} << pk.bs_log2) - 1));
 }
 
 // The keys [j0, j1) split s of n_splits takes of kv_len keys: chunks of a multiple of 64 keys,
@@ -1205,215 +1166,6 @@ void launch_tile_d(KernelContext& kc, const Tensor& q, const Tensor& k, const Te
   kc.check_launch("attn_tile_d_kernel");
 }
 
-// ---------------------------------------------------------------- tensor-core prefill (FlashAttention-2)
-//
-// For f16 and q8_0 caches with head dims 64 and 128: a block holds 64 queries of one head (16 per
-// warp) in shared memory as f16, pre-scaled, and streams 64-key K/V tiles of their sequence
-// (through the block table; q8_0 widened to f16 while staging). Each warp computes its 16 x 64
-// scores with WMMA (m16n16k16, f16 in, f32 accumulate), the online softmax in f32 by two lanes per
-// query row (masking other sequences' queries and keys past each query's position), writes P as
-// f16, and multiplies P · V with WMMA into a per-warp tile that the lanes fold into their f32
-// output rows (Dao 2023, "FlashAttention-2"). Tiles past the largest visible key of a sequence's
-// queries are never loaded. Rounding differs from the f32 kernels (q and P in f16), at the
-// 1e-6 relative level.
-
-constexpr int kFaQ = 64, kFaK = 64, kFaWarps = 4;
-
-template <int D>
-struct FaSmem {
-  static constexpr int QP = D + 8, KP = D + 8, SP = kFaK + 4, PP = kFaK + 8, TP = D + 4;
-  __half q[kFaQ][QP];
-  __half k[kFaK][KP];
-  __half v[kFaK][KP];
-  union {
-    float s[kFaWarps][16][SP];
-    float t[kFaWarps][16][TP];
-  } st;
-  __half p[kFaWarps][16][PP];
-  int64_t cells[kFaK];
-  int32_t qpos[kFaQ], qseq[kFaQ];
-};
-
-template <DType T>
-__device__ __forceinline__ void stage8(const char* row, int c, __half* out) {
-  if constexpr (T == DType::F16) {
-    *reinterpret_cast<uint4*>(out) = *reinterpret_cast<const uint4*>(row + c * 16);
-  } else {
-    float x[8];
-    load8<T>(row, c, x);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) out[i] = __float2half_rn(x[i]);
-  }
-}
-
-template <int D, DType KT, DType VT>
-__global__ void __launch_bounds__(32 * kFaWarps) attn_fa_kernel(TD q, TD k, TD v, Paged pk, float scale, int group,
-                                                                float* dst, ErrorSink sink) {
-  using namespace nvcuda;
-  using S = FaSmem<D>;
-  extern __shared__ __align__(128) unsigned char fa_raw[];
-  S& sm = *reinterpret_cast<S*>(fa_raw);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int h = blockIdx.y, n_head = gridDim.y, hk = h / group;
-  const int64_t T = q.ne[2];
-  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kFaQ;
-
-  for (int i = threadIdx.x; i < kFaQ; i += blockDim.x) {
-    const int64_t t = t0 + i;
-    int32_t p = -1, sq = -1;
-    if (t < T) {
-      const int32_t* r;
-      const int64_t len = paged_query(pk, t, r, sink, h == 0);
-      if (len > 0) {
-        p = static_cast<int32_t>(len - 1);
-        sq = pk.seq[t];
-      }
-    }
-    sm.qpos[i] = p;
-    sm.qseq[i] = sq;
-  }
-  for (int i = threadIdx.x; i < kFaQ * D; i += blockDim.x) {
-    const int qi = i / D, e = i % D;
-    const int64_t t = t0 + qi;
-    const float x = t < T ? *reinterpret_cast<const float*>(q.data + e * q.nb[0] + h * q.nb[1] + t * q.nb[2]) * scale : 0.0f;
-    sm.q[qi][e] = __float2half_rn(x);
-  }
-  __syncthreads();
-
-  // Lane (r, half): query row r of this warp, output dims [half * D/2, half * D/2 + D/2).
-  const int r = lane >> 1, half = lane & 1;
-  const int qi = warp * 16 + r;
-  float m = -INFINITY, l = 0.0f;
-  float o[D / 2];
-#pragma unroll
-  for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
-  const char* kbase = k.data + static_cast<int64_t>(hk) * k.nb[1];
-  const char* vbase = v.data + static_cast<int64_t>(hk) * v.nb[1];
-
-  for (int r0 = 0; r0 < kFaQ;) {
-    // The next run of queries of one sequence and its largest visible key count.
-    const int seq = sm.qseq[r0];
-    int r1 = r0 + 1, kv_max = sm.qpos[r0] + 1;
-    while (r1 < kFaQ && sm.qseq[r1] == seq) kv_max = max(kv_max, sm.qpos[r1++] + 1);
-    if (seq < 0) kv_max = 0;
-    const int32_t* row = pk.table + static_cast<int64_t>(max(seq, 0)) * pk.max_blocks;
-    const bool mine = qi >= r0 && qi < r1;
-    const int32_t my_pos = mine ? sm.qpos[qi] : -1;
-    for (int j0 = 0; j0 < kv_max; j0 += kFaK) {
-      const int jn = min(kFaK, kv_max - j0);
-      for (int i = threadIdx.x; i < kFaK; i += blockDim.x) sm.cells[i] = i < jn ? paged_cell(pk, row, j0 + i, sink) : -1;
-      __syncthreads();
-      for (int i = threadIdx.x; i < kFaK * (D / 8); i += blockDim.x) {
-        const int j = i / (D / 8), c = i % (D / 8);
-        const int64_t cell = sm.cells[j];
-        if (cell >= 0) {
-          stage8<KT>(kbase + cell * k.nb[2], c, &sm.k[j][8 * c]);
-          stage8<VT>(vbase + cell * v.nb[2], c, &sm.v[j][8 * c]);
-        } else {
-          *reinterpret_cast<uint4*>(&sm.k[j][8 * c]) = make_uint4(0, 0, 0, 0);
-          *reinterpret_cast<uint4*>(&sm.v[j][8 * c]) = make_uint4(0, 0, 0, 0);
-        }
-      }
-      __syncthreads();
-      // S = Q K^T for this warp's 16 queries and the tile's 64 keys.
-      {
-        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[kFaK / 16];
-#pragma unroll
-        for (int n = 0; n < kFaK / 16; ++n) wmma::fill_fragment(acc[n], 0.0f);
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-          wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a;
-          wmma::load_matrix_sync(a, &sm.q[warp * 16][kk * 16], S::QP);
-#pragma unroll
-          for (int n = 0; n < kFaK / 16; ++n) {
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> b;
-            wmma::load_matrix_sync(b, &sm.k[n * 16][kk * 16], S::KP);
-            wmma::mma_sync(acc[n], a, b, acc[n]);
-          }
-        }
-#pragma unroll
-        for (int n = 0; n < kFaK / 16; ++n)
-          wmma::store_matrix_sync(&sm.st.s[warp][0][n * 16], acc[n], S::SP, wmma::mem_row_major);
-      }
-      __syncwarp();
-      // Online softmax of row r over the tile: this lane's 32 columns, then the pair's.
-      float sv[32];
-      float mx = -INFINITY;
-#pragma unroll
-      for (int c = 0; c < 32; ++c) {
-        const int col = half * 32 + c;
-        const bool vis = j0 + col <= my_pos;
-        sv[c] = vis ? sm.st.s[warp][r][col] : -INFINITY;
-        mx = fmaxf(mx, sv[c]);
-      }
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      const float m_new = fmaxf(m, mx);
-      const float corr = m_new == -INFINITY ? 1.0f : __expf(m - m_new);
-      float sum = 0.0f;
-#pragma unroll
-      for (int c = 0; c < 32; ++c) {
-        const float pv = sv[c] == -INFINITY ? 0.0f : __expf(sv[c] - m_new);
-        sum += pv;
-        sm.p[warp][r][half * 32 + c] = __float2half_rn(pv);
-      }
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      l = l * corr + sum;
-      m = m_new;
-      __syncwarp();
-      // This tile's P V into the warp's staging tile (it replaces the scores there).
-      {
-        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[D / 16];
-#pragma unroll
-        for (int n = 0; n < D / 16; ++n) wmma::fill_fragment(acc[n], 0.0f);
-#pragma unroll
-        for (int kk = 0; kk < kFaK / 16; ++kk) {
-          wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a;
-          wmma::load_matrix_sync(a, &sm.p[warp][0][kk * 16], S::PP);
-#pragma unroll
-          for (int n = 0; n < D / 16; ++n) {
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b;
-            wmma::load_matrix_sync(b, &sm.v[kk * 16][n * 16], S::KP);
-            wmma::mma_sync(acc[n], a, b, acc[n]);
-          }
-        }
-        __syncwarp();  // every lane has read its scores before the tile is overwritten
-#pragma unroll
-        for (int n = 0; n < D / 16; ++n)
-          wmma::store_matrix_sync(&sm.st.t[warp][0][n * 16], acc[n], S::TP, wmma::mem_row_major);
-      }
-      __syncwarp();
-#pragma unroll
-      for (int i = 0; i < D / 2; ++i) o[i] = o[i] * corr + sm.st.t[warp][r][half * (D / 2) + i];
-      __syncthreads();  // K/V tiles are restaged next
-    }
-    r0 = r1;
-  }
-  const int64_t t = t0 + qi;
-  if (t < T) {
-    float* out = dst + (t * n_head + h) * D + half * (D / 2);
-    const float inv = 1.0f / l;
-#pragma unroll
-    for (int i = 0; i < D / 2; ++i) out[i] = o[i] * inv;
-  }
-}
-
-template <int D, DType KT, DType VT>
-void launch_fa(KernelContext& kc, const Tensor& q, const Tensor& k, const Tensor& v, const Paged& pk, float scale,
-               int group, float* out) {
-  const size_t smem = sizeof(FaSmem<D>);
-  static bool raised = false;  // once per instantiation, before any graph capture
-  if (!raised) {
-    MINFER_CUDA_CHECK(cudaFuncSetAttribute(attn_fa_kernel<D, KT, VT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(smem)),
-                      kc.where());
-    raised = true;
-  }
-  const int64_t T = q.ne[2], n_head = q.ne[1];
-  attn_fa_kernel<D, KT, VT><<<dim3(static_cast<unsigned>(ceil_div(T, kFaQ)), static_cast<unsigned>(n_head)),
-                              32 * kFaWarps, smem, kc.stream>>>(td(q), td(k), td(v), pk, scale, group, out, kc.sink());
-  kc.check_launch("attn_fa_kernel");
-}
-
 template <DType KT, DType VT>
 void launch_attention(KernelContext& kc, const Tensor& q, const Tensor& k, const Tensor& v, const Paged& pk,
                       float scale, Tensor& dst) {
@@ -1447,10 +1199,7 @@ void launch_attention(KernelContext& kc, const Tensor& q, const Tensor& k, const
     launch_combine(kc, part_acc, part_ml, pk, n_head, T, n_splits, dv, out);
     return;
   }
-  if constexpr (KT != DType::F32 && VT != DType::F32) {
-    if (d == dv && d == 64) return launch_fa<64, KT, VT>(kc, q, k, v, pk, scale, group, out);
-    if (d == dv && d == 128) return launch_fa<128, KT, VT>(kc, q, k, v, pk, scale, group, out);
-  }
+  if (launch_fa(kc, q, k, v, pk, scale, group, out)) return;  // f16/q8_0, head dims 64/128 (k_attention_fa.cu)
   if (d == dv && (d == 64 || d == 128 || d == 256)) {
     if (d == 64) return launch_tile_d<64, KT, VT>(kc, q, k, v, pk, scale, group, out);
     if (d == 128) return launch_tile_d<128, KT, VT>(kc, q, k, v, pk, scale, group, out);

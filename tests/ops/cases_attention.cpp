@@ -167,6 +167,22 @@ void paged_cases(std::vector<OpCase>& v) {
       c.shared_blocks = trial % 2 ? 2 : 0;
       return paged(c);
     }});
+  // Prefill chunks of three sequences in one batch, GQA 7: CUDA's tensor-core kernel takes 128
+  // queries a block, so its second query tile holds the end of one sequence, all of a second (at
+  // depth 1000) and the start of a third, each masked causally at its own positions.
+  for (DType kv : {DType::F16, DType::Q8_0})
+    for (int64_t d : {64, 128})
+      v.push_back({fmt::format("attention_{}_prefill_three_seqs_d{}", dn(kv), d), [=] {
+        PagedAttnCase c;
+        c.d = c.dv = d;
+        c.n_head = 14;
+        c.n_head_kv = 2;
+        c.kv_type = kv;
+        c.block_size = random_block_size();
+        c.seq_len = {150, 1070, 127};
+        c.n_query = {150, 70, 90};
+        return paged(c);
+      }});
   // Forked sequences sharing their prefix blocks (32 shared tokens).
   for (auto impl : {ops::AttentionImpl::NAIVE, ops::AttentionImpl::BLOCKED})
     v.push_back({fmt::format("attention_forked_shared_prefix_{}", impl_name(impl)), [=] {

@@ -1,0 +1,56 @@
+// Internal to ops/cuda: what the attention kernel files share (k_attention.cu: KV_STORE, decode,
+// SIMT prefill tiles; k_attention_fa.cu: the tensor-core prefill kernel): the paged-cache view and
+// its lookups, and the tensor-core prefill's launcher.
+#pragma once
+
+#include "ops/cuda/device.cuh"
+#include "ops/cuda/kernels.cuh"
+
+namespace minfer::cuda {
+
+// The paged cache as attention kernels see it.
+struct Paged {
+  const int32_t* pos;
+  const int32_t* seq;
+  const int32_t* table;  // [max_blocks, n_rows]
+  int32_t max_blocks, n_rows, n_blocks, bs_log2;
+};
+
+// Query t's key count (0 for an invalid position or sequence, which is reported) and its
+// block-table row.
+__device__ __forceinline__ int64_t paged_query(const Paged& pk, int64_t t, const int32_t*& row, ErrorSink sink,
+                                               bool report) {
+  const int32_t p = pk.pos[t], s = pk.seq[t];
+  const int64_t max_len = static_cast<int64_t>(pk.max_blocks) << pk.bs_log2;
+  row = pk.table;
+  if (p < 0 || p >= max_len) {
+    if (report) report_error(sink, kErrAttentionPos, p, max_len);
+    return 0;
+  }
+  if (s < 0 || s >= pk.n_rows) {
+    if (report) report_error(sink, kErrAttentionSeq, s, pk.n_rows);
+    return 0;
+  }
+  row = pk.table + static_cast<int64_t>(s) * pk.max_blocks;
+  return static_cast<int64_t>(p) + 1;
+}
+
+// The cell of position j through a block-table row. A table entry outside the cache is reported
+// and clamped (the result is then garbage, and the error is raised at the next synchronize).
+__device__ __forceinline__ int64_t paged_cell(const Paged& pk, const int32_t* row, int64_t j, ErrorSink sink) {
+  int32_t b = row[j >> pk.bs_log2];
+  if (static_cast<uint32_t>(b) >= static_cast<uint32_t>(pk.n_blocks)) {
+    report_error(sink, kErrAttentionBlock, b, pk.n_blocks);
+    b = 0;
+  }
+  return (static_cast<int64_t>(b) << pk.bs_log2) | (j & ((int64_t{1} << pk.bs_log2) - 1));
+}
+
+/// Prefill attention on the tensor cores (k_attention_fa.cu): runs it and returns true when it
+/// takes the node (f16 or q8_0 K and V, head_dim == head_dim_v in {64, 128}, rows aligned for
+/// cp.async: 16 bytes for f16, 4 for q8_0); returns false, launching nothing, otherwise.
+/// out: f32 [dv, n_head, T] contiguous. Any T works; launch_attention sends it T > kDecodeMaxRows.
+bool launch_fa(KernelContext& kc, const Tensor& q, const Tensor& k, const Tensor& v, const Paged& pk, float scale,
+               int group, float* out);
+
+}  // namespace minfer::cuda
