@@ -35,15 +35,21 @@ __device__ __forceinline__ int64_t paged_query(const Paged& pk, int64_t t, const
   return static_cast<int64_t>(p) + 1;
 }
 
-// The cell of position j through a block-table row. A table entry outside the cache is reported
-// and clamped (the result is then garbage, and the error is raised at the next synchronize).
-__device__ __forceinline__ int64_t paged_cell(const Paged& pk, const int32_t* row, int64_t j, ErrorSink sink) {
-  int32_t b = row[j >> pk.bs_log2];
+// The cell of key j from its block-table entry b. An entry outside the cache is reported and
+// clamped (the result is then garbage, and the error is raised at the next synchronize). Kernels
+// that pipeline their copies load the entry (row[j >> bs_log2]) a step ahead and call this when
+// they use it, so the table read is off the path between one step's copies and the next.
+__device__ __forceinline__ int64_t entry_cell(const Paged& pk, int32_t b, int64_t j, ErrorSink sink) {
   if (static_cast<uint32_t>(b) >= static_cast<uint32_t>(pk.n_blocks)) {
     report_error(sink, kErrAttentionBlock, b, pk.n_blocks);
     b = 0;
   }
   return (static_cast<int64_t>(b) << pk.bs_log2) | (j & ((int64_t{1} << pk.bs_log2) - 1));
+}
+
+// The cell of position j through a block-table row.
+__device__ __forceinline__ int64_t paged_cell(const Paged& pk, const int32_t* row, int64_t j, ErrorSink sink) {
+  return entry_cell(pk, row[j >> pk.bs_log2], j, sink);
 }
 
 /// Prefill attention on the tensor cores (k_attention_fa.cu): runs it and returns true when it

@@ -511,17 +511,9 @@ constexpr size_t mma_decode_smem() {
   return warps > merge ? warps : merge;
 }
 
-// A key's block-table entry, loaded a step before its cell is needed (entry_cell checks it then),
-// so the table read is off the path from one step's copies to the next.
+// A key's block-table entry (entry_cell turns it into the cell a step later).
 __device__ __forceinline__ int32_t table_entry(const Paged& pk, const int32_t* row, int64_t j) {
   return row[j >> pk.bs_log2];
-}
-__device__ __forceinline__ int64_t entry_cell(const Paged& pk, int32_t b, int64_t j, ErrorSink sink) {
-  if (static_cast<uint32_t>(b) >= static_cast<uint32_t>(pk.n_blocks)) {
-    report_error(sink, kErrAttentionBlock, b, pk.n_blocks);
-    b = 0;
-  }
-  return (static_cast<int64_t>(b) << pk.bs_log2) | (j & ((int64_t{1} << pk.bs_log2) - 1));
 }
 
 // Starts the copies of one step's 16 K (or V) rows (lane r & 15 holds row r's cell) into the

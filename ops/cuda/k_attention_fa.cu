@@ -51,27 +51,11 @@ constexpr int kFaKeys = 64;  // keys per K/V tile
 constexpr int kFaWarps = 8;  // the library's block: 8 warps x 16 query rows (the probe also times 4)
 constexpr float kLog2e = 1.4426950408889634f;
 
-// A 4-byte cp.async (through L1), for q8_0 rows, which are only 4-byte aligned at head dim 64.
-__device__ __forceinline__ void fa_cp_async4(void* smem, const void* gmem) {
-  const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(gmem));
-}
-
 // 2^x (MUFU.EX2; 2^-inf = 0).
 __device__ __forceinline__ float fa_exp2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
-}
-
-// paged_cell's check and arithmetic for a table entry `b` loaded earlier (its load is issued a
-// tile ahead of its use).
-__device__ __forceinline__ int64_t fa_cell(const Paged& pk, int32_t b, int64_t j, ErrorSink sink) {
-  if (static_cast<uint32_t>(b) >= static_cast<uint32_t>(pk.n_blocks)) {
-    report_error(sink, kErrAttentionBlock, b, pk.n_blocks);
-    b = 0;
-  }
-  return (static_cast<int64_t>(b) << pk.bs_log2) | (j & ((int64_t{1} << pk.bs_log2) - 1));
 }
 
 // The shared memory of one block (byte offsets; every part 16-byte aligned).
@@ -126,7 +110,7 @@ __device__ __forceinline__ void fa_issue(unsigned char* op, const char* gbase, i
       const int r = i / G, c = i % G;
       const int64_t cell = cells[r];
       unsigned char* s = dst + r * S::kRawRow + 4 * c;
-      if (cell >= 0) fa_cp_async4(s, gbase + cell * nb2 + 4 * c);
+      if (cell >= 0) cp_async4(s, gbase + cell * nb2 + 4 * c);
       else *reinterpret_cast<uint32_t*>(s) = 0;
     }
   }
@@ -359,7 +343,7 @@ __global__ void __launch_bounds__(32 * W, W <= 4 ? 2 : 1)
       if (w_max >= j0)  // warp-uniform: some row of this warp sees a key of this tile
         fa_compute<D, W>(fa_tile<KT, D, W>(kop, it), fa_tile<VT, D, W>(vop, it), qf, o, m_a, m_b, l_a, l_b, j0,
                          pos_a, pos_b, w_min < j0 + kFaKeys - 1);
-      if (tid < kFaKeys && it + 2 < n_tiles) cells[(it & 1) * kFaKeys + tid] = look ? fa_cell(pk, bp, jp, sink) : -1;
+      if (tid < kFaKeys && it + 2 < n_tiles) cells[(it & 1) * kFaKeys + tid] = look ? entry_cell(pk, bp, jp, sink) : -1;
       __syncthreads();  // the stage of tile it is refilled next, the cells of tile it + 2 are visible
     }
     r0 = r1;

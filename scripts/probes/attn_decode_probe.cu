@@ -37,6 +37,10 @@ void throw_cuda_error(cudaError_t e, const char* what, const char* file, int lin
   exit(1);
 }
 std::string KernelContext::where() const { return "attn_probe"; }
+// The prefill kernel (k_attention_fa.cu) is not linked: this probe times decode kernels only.
+bool launch_fa(KernelContext&, const Tensor&, const Tensor&, const Tensor&, const Paged&, float, int, float*) {
+  return false;
+}
 void KernelContext::check_launch(const char* kernel) const {
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) {
