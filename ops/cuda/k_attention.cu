@@ -92,72 +92,66 @@ __global__ void kv_store_kernel(TD x, TD cache, const int32_t* cells, ErrorSink 
 
 // ---------------------------------------------------------------- split-KV decode
 
-// Merges the splits of one (query head, query) into softmax(q K^T) V: warp w folds splits w,
-// w + kCombineWarps, ... into a running (max, sum, acc) as the splits' own online softmax does
-// (the partials and their (m, l) read in one pass, many loads in flight), then the warps' results
-// are merged in warp order. A separate launch so every head merges in parallel. The order of
-// the sums depends on the split count only, never on the batch.
+// Merges the splits of one (query head, query) into softmax(q K^T) V. A block takes 32 output
+// dims (grid z: the slice); warp w folds splits w, w + kCombineWarps, ... into a running (max,
+// sum, acc) as the splits' own online softmax does, loading kCombineBatch splits' partials and
+// (m, l) before folding them in order (many loads in flight: the merge is latency-bound), then
+// the warps are merged in warp order. The order of the sums depends on the split count only,
+// never on the batch.
 constexpr int kCombineWarps = 8;
-constexpr int kMaxDvPerLane = 8;  // dv <= 256
+constexpr int kCombineBatch = 8;
 
 __global__ void __launch_bounds__(32 * kCombineWarps) attn_combine_kernel(const float* part_acc, const float2* part_ml,
                                                                           Paged pk, int n_splits, int dv, float* dst) {
-  extern __shared__ float csm[];  // per-warp acc [kCombineWarps][dv] | per-warp (m, l)
-  float* wacc = csm;
-  float2* wml = reinterpret_cast<float2*>(csm + kCombineWarps * dv);
+  __shared__ float wacc[kCombineWarps][32];
+  __shared__ float2 wml[kCombineWarps];
   const int h = blockIdx.x, t = blockIdx.y, n_head = gridDim.x;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int e = blockIdx.z * 32 + lane;
   const int64_t base = (static_cast<int64_t>(t) * n_head + h) * n_splits;
   const int32_t* row;
   const int n_active = active_splits(paged_query(pk, t, row, ErrorSink{}, false), n_splits);
-  float M = -INFINITY, L = 0.0f, a[kMaxDvPerLane];
+  float M = -INFINITY, L = 0.0f, a = 0.0f;
+  for (int i0 = warp; i0 < n_active; i0 += kCombineWarps * kCombineBatch) {
+    float2 ml[kCombineBatch];
+    float x[kCombineBatch];
 #pragma unroll
-  for (int c = 0; c < kMaxDvPerLane; ++c) a[c] = 0.0f;
-#pragma unroll 2
-  for (int i = warp; i < n_active; i += kCombineWarps) {
-    const float2 ml = part_ml[base + i];
-    const float* src = part_acc + (base + i) * dv;
-    float x[kMaxDvPerLane];
+    for (int b = 0; b < kCombineBatch; ++b) {
+      const int i = i0 + b * kCombineWarps;
+      ml[b] = i < n_active ? part_ml[base + i] : make_float2(0.0f, 0.0f);
+      x[b] = i < n_active && e < dv ? part_acc[(base + i) * dv + e] : 0.0f;
+    }
 #pragma unroll
-    for (int c = 0; c < kMaxDvPerLane; ++c) x[c] = lane + 32 * c < dv ? src[lane + 32 * c] : 0.0f;
-    if (ml.y > 0.0f) {
-      const float mn = fmaxf(M, ml.x), f_old = __expf(M - mn), f_new = __expf(ml.x - mn);
-      L = L * f_old + ml.y * f_new;
-#pragma unroll
-      for (int c = 0; c < kMaxDvPerLane; ++c) a[c] = a[c] * f_old + x[c] * f_new;
-      M = mn;
+    for (int b = 0; b < kCombineBatch; ++b) {
+      if (ml[b].y > 0.0f) {
+        const float mn = fmaxf(M, ml[b].x), f_old = __expf(M - mn), f_new = __expf(ml[b].x - mn);
+        L = L * f_old + ml[b].y * f_new;
+        a = a * f_old + x[b] * f_new;
+        M = mn;
+      }
     }
   }
-#pragma unroll
-  for (int c = 0; c < kMaxDvPerLane; ++c)
-    if (lane + 32 * c < dv) wacc[warp * dv + lane + 32 * c] = a[c];
+  wacc[warp][lane] = a;
   if (lane == 0) wml[warp] = make_float2(M, L);
   __syncthreads();
+  if (warp != 0 || e >= dv) return;
   float mx = -INFINITY;
 #pragma unroll
   for (int w = 0; w < kCombineWarps; ++w)
     if (wml[w].y > 0.0f) mx = fmaxf(mx, wml[w].x);
-  float f[kCombineWarps], sum = 0.0f;
+  float sum = 0.0f, x = 0.0f;
 #pragma unroll
   for (int w = 0; w < kCombineWarps; ++w) {
-    f[w] = wml[w].y > 0.0f ? __expf(wml[w].x - mx) : 0.0f;
-    sum += wml[w].y * f[w];
+    const float f = wml[w].y > 0.0f ? __expf(wml[w].x - mx) : 0.0f;
+    sum += wml[w].y * f;
+    x += wacc[w][lane] * f;
   }
-  const float inv = 1.0f / sum;  // sum is 0 only for an invalid position (reported): NaN output
-  float* out = dst + (static_cast<int64_t>(t) * n_head + h) * dv;
-  for (int e = threadIdx.x; e < dv; e += blockDim.x) {
-    float x = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kCombineWarps; ++w) x += wacc[w * dv + e] * f[w];
-    out[e] = x * inv;
-  }
-}
-// Its dynamic shared memory.
-size_t combine_smem(int64_t dv) {
-  return static_cast<size_t>(kCombineWarps) * (static_cast<size_t>(dv) + 2) * sizeof(float);
+  // sum is 0 only for an invalid position (reported): NaN output.
+  dst[(static_cast<int64_t>(t) * n_head + h) * dv + e] = x / sum;
 }
 
 constexpr int kSplitWarps = 4;
+constexpr int kMaxDvPerLane = 8;  // dv <= 256
 
 template <DType KT, DType VT>
 __global__ void __launch_bounds__(32 * kSplitWarps) attn_split_kernel(TD q, TD k, TD v, Paged pk, float scale,
@@ -793,8 +787,8 @@ size_t split_bytes(int64_t parts, int64_t dv) {
 
 void launch_combine(KernelContext& kc, const float* part_acc, const float2* part_ml, const Paged& pk, int64_t n_head,
                     int64_t T, int n_splits, int64_t dv, float* out) {
-  attn_combine_kernel<<<dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(T)), 32 * kCombineWarps,
-                        combine_smem(dv), kc.stream>>>(part_acc, part_ml, pk, n_splits, static_cast<int>(dv), out);
+  attn_combine_kernel<<<dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(T), static_cast<unsigned>(ceil_div(dv, 32))),
+                        32 * kCombineWarps, 0, kc.stream>>>(part_acc, part_ml, pk, n_splits, static_cast<int>(dv), out);
   kc.check_launch("attn_combine_kernel");
 }
 
