@@ -67,9 +67,9 @@ CaseRun paged(const PagedAttnCase& c, ops::AttentionImpl impl = ops::AttentionIm
   };
   r.reference = [=](const Inputs& in) { return attention_ref(c, L, Nd(in[0]), Nd(in[1]), Nd(in[2]), scale); };
   r.tol = 1e-10;
-  // Prefill batches over f16/q8_0 caches with head dims 64/128 run CUDA's tensor-core kernel,
-  // which rounds q and P to f16.
-  const bool tensor_cores = L.pos.size() > 64 && c.kv_type != DType::F32 && c.d == c.dv && (c.d == 64 || c.d == 128);
+  // f16/q8_0 caches with head dims 64/128 run CUDA's tensor-core kernels (prefill and decode),
+  // which round q and P to f16.
+  const bool tensor_cores = c.kv_type != DType::F32 && c.d == c.dv && (c.d == 64 || c.d == 128);
   r.tol_device = device_tol(tensor_cores ? 2e-6 : 1e-9, 1e-10);
   return r;
 }
