@@ -5,24 +5,26 @@
 // table[seq[t]][j / block_size] * block_size + j % block_size. The launch shape depends only on
 // tensor shapes, never on positions, sequences or the table, so a captured CUDA graph replays
 // correctly at any depth and for any mix of sequences.
-// - T <= 64 queries (kDecodeMaxRows), head dim 64/128/256, GQA group <= 8: attn_gqa_kernel (below), split-KV with
-//   one block per KV head serving all its query heads.
-// - Both split-KV paths launch a split count fixed by the longest sequence the table allows and the
-//   head counts, and each query uses ceil(kv_len / chunk) of them with chunk = a multiple of 64
-//   keys set by its own kv_len: never by T or the other queries, so query t of a T-query batch
+// - T <= 64 queries (kDecodeMaxRows): split-KV ("flash-decoding"): grid (splits, heads or KV
+//   heads, queries); split s takes an equal share of the visible keys (computed on the device from
+//   pos[t]), keeps an online softmax, and writes (max, sum, acc[dv]); attn_combine_kernel merges
+//   the splits of every head in parallel. Three kernels: attn_mma_decode_kernel (f16/q8_0 caches,
+//   head dims 64/128, GQA group <= 16: tensor cores, a block per 1-4 KV heads serving all their
+//   query heads), attn_gqa_kernel (the SIMT form for f32 caches and head dim 256, group <= 8),
+//   attn_split_kernel (anything else, a block per query head).
+// - Every split-KV path launches a split count fixed by the longest sequence the table allows and
+//   the head counts, and each query uses ceil(kv_len / chunk) of them with chunk = a multiple of
+//   64 keys set by its own kv_len: never by T or the other queries, so query t of a T-query batch
 //   gets the same bits as a one-query step at pos[t] (batch invariance: speculative
 //   verification and continuous batching reproduce plain decoding exactly).
-// - Other T <= 64 queries (decode, verify): split-KV ("flash-decoding"): grid (splits, heads,
-//   queries); split s takes an equal share of the visible keys (computed on the device from
-//   pos[t]), keeps an online softmax per warp, and writes (max, sum, acc[dv]);
-//   attn_combine_kernel merges the splits of every head in parallel.
 // - T > 64 (prefill) over f16 or q8_0 caches with head dims 64/128: attn_fa_kernel, FlashAttention-2
 //   on the tensor cores (mma.sync f16 in, f32 accumulate; k_attention_fa.cu). Otherwise flash-style SIMT tiles
 //   (Dao et al. 2022): a block holds 16 queries of one head, streams 32-key K/V tiles through shared
 //   memory (widened to f32), one key per lane for the scores, online softmax per query. Both skip
 //   keys past the largest position of a tile's queries, and walk a tile whose queries belong to
 //   several sequences one run of one sequence's queries at a time.
-// Scores, softmax and accumulation are f32 throughout (attn_fa_kernel: q and P rounded to f16).
+// Scores, softmax and accumulation are f32 throughout (the tensor-core kernels round q and P to
+// f16).
 #include <algorithm>
 #include <string>
 
