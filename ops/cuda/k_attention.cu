@@ -787,6 +787,16 @@ size_t split_bytes(int64_t parts, int64_t dv) {
   return split_acc_bytes(parts, dv) + static_cast<size_t>(parts) * sizeof(float2);
 }
 
+// The split-KV kernels' partials in the node's workspace.
+struct SplitParts {
+  float* acc;
+  float2* ml;
+};
+SplitParts split_parts(const KernelContext& kc, int64_t parts, int64_t dv) {
+  char* s = static_cast<char*>(kc.scratch_bytes(split_bytes(parts, dv)));
+  return {reinterpret_cast<float*>(s), reinterpret_cast<float2*>(s + split_acc_bytes(parts, dv))};
+}
+
 void launch_combine(KernelContext& kc, const float* part_acc, const float2* part_ml, const Paged& pk, int64_t n_head,
                     int64_t T, int n_splits, int64_t dv, float* out) {
   attn_combine_kernel<<<dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(T), static_cast<unsigned>(ceil_div(dv, 32))),
@@ -827,11 +837,7 @@ void launch_gqa(KernelContext& kc, const Tensor& q, const Tensor& k, const Tenso
                 int group, float* out) {
   const int64_t n_head = q.ne[1], n_head_kv = k.ne[1], T = q.ne[2];
   const int n_splits = decode_kernel_splits(kc, pk, DecodeKernel::GQA, n_head, n_head_kv);
-  const int64_t parts = T * n_head * n_splits;
-  const size_t acc_bytes = split_acc_bytes(parts, D);
-  char* s = static_cast<char*>(kc.scratch_bytes(split_bytes(parts, D)));
-  auto* part_acc = reinterpret_cast<float*>(s);
-  auto* part_ml = reinterpret_cast<float2*>(s + acc_bytes);
+  const auto [part_acc, part_ml] = split_parts(kc, T * n_head * n_splits, D);
   const size_t merge = static_cast<size_t>(kGqaWarps) * group * (D + 2) * sizeof(float);
   const size_t stage = gqa_stages_v<D, VT>() ? static_cast<size_t>(kGqaWarps) * kChunkKeys * D * sizeof(__half) : 0;
   const size_t smem = std::max(merge, stage);
@@ -852,11 +858,7 @@ void launch_mma_decode(KernelContext& kc, const Tensor& q, const Tensor& k, cons
   const int64_t n_head = q.ne[1], n_head_kv = k.ne[1], T = q.ne[2];
   const int hpb = mma_heads_per_block(n_head_kv);
   const int n_splits = decode_kernel_splits(kc, pk, DecodeKernel::MMA, n_head, n_head_kv);
-  const int64_t parts = T * n_head * n_splits;
-  const size_t acc_bytes = split_acc_bytes(parts, D);
-  char* s = static_cast<char*>(kc.scratch_bytes(split_bytes(parts, D)));
-  auto* part_acc = reinterpret_cast<float*>(s);
-  auto* part_ml = reinterpret_cast<float2*>(s + acc_bytes);
+  const auto [part_acc, part_ml] = split_parts(kc, T * n_head * n_splits, D);
   constexpr size_t smem = mma_decode_smem<D, KT, VT>();
   static bool raised = false;  // once per instantiation, before any graph capture
   if (!raised) {
@@ -1174,11 +1176,7 @@ void launch_attention(KernelContext& kc, const Tensor& q, const Tensor& k, const
   }
   if (T <= kDecodeMaxRows) {
     const int n_splits = decode_kernel_splits(kc, pk, DecodeKernel::SPLIT, n_head, n_head_kv);
-    const int64_t parts = T * n_head * n_splits;
-    const size_t acc_bytes = split_acc_bytes(parts, dv);
-    char* s = static_cast<char*>(kc.scratch_bytes(split_bytes(parts, dv)));
-    auto* part_acc = reinterpret_cast<float*>(s);
-    auto* part_ml = reinterpret_cast<float2*>(s + acc_bytes);
+    const auto [part_acc, part_ml] = split_parts(kc, T * n_head * n_splits, dv);
     const size_t smem = (static_cast<size_t>(d) + kSplitWarps * dv + 2 * kSplitWarps) * sizeof(float);
     attn_split_kernel<KT, VT><<<dim3(n_splits, static_cast<unsigned>(n_head), static_cast<unsigned>(T)),
                                 32 * kSplitWarps, smem, kc.stream>>>(td(q), td(k), td(v), pk, scale, group, part_acc,

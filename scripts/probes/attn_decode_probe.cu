@@ -231,8 +231,7 @@ int main(int argc, char** argv) {
         if (kernel >= 2) {  // 2: launch_mma_decode without its combine; 3: one KV head per block
           const int hpb = kernel == 2 ? mma_heads_per_block(NKV) : 1;
           const int n_splits = decode_splits(kc, pk, NKV / hpb, kMmaBlocksPerSm, 256);
-          auto* part_acc = reinterpret_cast<float*>(work);
-          auto* part_ml = reinterpret_cast<float2*>(work + split_acc_bytes((int64_t)c.T * NH * n_splits, D));
+          const auto [part_acc, part_ml] = split_parts(kc, (int64_t)c.T * NH * n_splits, D);
           const dim3 grid(n_splits, NKV / hpb, c.T);
           if (c.kv == DType::F16)
             attn_mma_decode_kernel<D, DType::F16, DType::F16><<<grid, 32 * kMmaWarps, mma_decode_smem<D, DType::F16, DType::F16>(), st>>>(
