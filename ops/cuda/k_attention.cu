@@ -817,9 +817,21 @@ int mma_heads_per_block(int64_t n_head_kv) {
   return h;
 }
 
-DecodeKernel decode_kernel(int64_t d, int64_t dv, int group, DType kt, DType vt) {
-  const auto tc = [](DType x) { return x == DType::F16 || x == DType::Q8_0; };
-  if (d == dv && (d == 64 || d == 128) && group <= kMmaRows && tc(kt) && tc(vt)) return DecodeKernel::MMA;
+// attn_mma_decode_kernel reads q as float2 and copies cache rows whole with cp.async: f16 rows in
+// 16-byte pieces, q8_0 rows in 8-byte (head dim 128) or 4-byte (64) pieces. The cache's own
+// layout always qualifies; other views go to the SIMT kernels.
+bool mma_decode_layout_ok(const Tensor& q, const Tensor& k, const Tensor& v) {
+  const auto bits = [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data) | t.nb[1] | t.nb[2]; };
+  const auto rows_ok = [&](const Tensor& t) {
+    if (t.type == DType::F16) return t.nb[0] == 2 && bits(t) % 16 == 0;
+    return t.type == DType::Q8_0 && bits(t) % (t.ne[0] / 32 * 34 % 8 == 0 ? 8 : 4) == 0;
+  };
+  return q.nb[0] == sizeof(float) && bits(q) % 8 == 0 && rows_ok(k) && rows_ok(v);
+}
+
+DecodeKernel decode_kernel(const Tensor& q, const Tensor& k, const Tensor& v, int group) {
+  const int64_t d = q.ne[0], dv = v.ne[0];
+  if (d == dv && (d == 64 || d == 128) && group <= kMmaRows && mma_decode_layout_ok(q, k, v)) return DecodeKernel::MMA;
   if (d == dv && group <= kGqaMax && (d == 64 || d == 128 || d == 256)) return DecodeKernel::GQA;
   return DecodeKernel::SPLIT;
 }
@@ -1162,7 +1174,7 @@ void launch_attention(KernelContext& kc, const Tensor& q, const Tensor& k, const
   const int64_t d = q.ne[0], dv = v.ne[0], n_head = q.ne[1], n_head_kv = k.ne[1], T = q.ne[2];
   const int group = static_cast<int>(n_head / k.ne[1]);
   float* out = static_cast<float*>(dst.data);
-  const DecodeKernel dk = decode_kernel(d, dv, group, KT, VT);
+  const DecodeKernel dk = decode_kernel(q, k, v, group);
   if (T <= kDecodeMaxRows && dk == DecodeKernel::MMA) {
     if constexpr (KT != DType::F32 && VT != DType::F32) {
       if (d == 64) return launch_mma_decode<64, KT, VT>(kc, q, k, v, pk, scale, group, out);
@@ -1255,8 +1267,13 @@ size_t w_attention(const KernelContext& kc, const Tensor& dst) {
   if (T == 0 || n_head == 0 || T > kDecodeMaxRows || k.ne[1] == 0) return 0;
   const int group = static_cast<int>(n_head / k.ne[1]);
   const Paged pk = paged_of(dst, k);
-  const DecodeKernel dk = decode_kernel(d, dv, group, k.type, v.type);
-  return split_bytes(T * n_head * decode_kernel_splits(kc, pk, dk, n_head, k.ne[1]), dv);
+  // q's address is not known when the workspace is planned: room for the kernel it would get if
+  // misaligned too (mma_decode_layout_ok), whichever needs more.
+  const int64_t parts = T * n_head;
+  size_t bytes = 0;
+  for (DecodeKernel dk : {decode_kernel(q, k, v, group), DecodeKernel::GQA, DecodeKernel::SPLIT})
+    bytes = std::max(bytes, split_bytes(parts * decode_kernel_splits(kc, pk, dk, n_head, k.ne[1]), dv));
+  return bytes;
 }
 
 void k_attention(KernelContext& kc, Tensor& dst) {
