@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <regex>
 #include <thread>
 #include <utility>
 
@@ -497,27 +498,59 @@ void Server::install(HttpServer& http) {
   const auto sec = params_.engine.timeout_s > 0 ? static_cast<time_t>(std::max(1.0, params_.engine.timeout_s)) : time_t{86400};
   http.set_read_timeout(sec);
   http.set_write_timeout(sec);
-  // Runs before httplib reads the body. A POST with neither Content-Length nor chunked encoding
-  // has no body (RFC 9112), but httplib 0.11 reads one until the client closes: `curl -X POST`
-  // with no data waited out the read timeout (600 s). A Content-Length that is not a number
-  // ("-5", or past 2^64) was read as ULLONG_MAX: httplib waited to skip that many bytes.
-  http.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+  // Runs before httplib reads anything of a body, and decides which bodies are read at all:
+  // httplib 0.11 reads a chunked body without the --max-body limit (a 300 MB upload was held in
+  // memory, also before a 401), leaves the rest of a malformed one on the connection to be parsed
+  // as the next request, and never reads a GET's body, which then becomes a request too. So:
+  // a request that may not have a body (GET, HEAD, OPTIONS) and carries one, or a method or path
+  // that takes none, is answered here and its connection closed; only a POST to a POST route
+  // goes on, to its content reader (route(), below), which checks the key before reading and
+  // stops at --max-body. A POST with neither Content-Length nor chunked encoding has no body
+  // (RFC 9112), but httplib reads one until the client closes (`curl -X POST` with no data waited
+  // out the read timeout): 411. A Content-Length that is not a number ("-5", or past 2^64) was
+  // read as ULLONG_MAX: 400. Both Content-Length and Transfer-Encoding: 400 (RFC 9112 6.3).
+  auto routes = std::make_shared<std::vector<std::pair<std::regex, std::string>>>();  // path, its method
+  http.set_pre_routing_handler([this, routes](const httplib::Request& req, httplib::Response& res) {
     g_log = LogInfo{};
     g_routed = true;
-    if (req.method != "POST" && req.method != "PUT" && req.method != "PATCH") return httplib::Server::HandlerResponse::Unhandled;
+    const auto refuse = [&](int status, const std::string& message) {
+      send_error(res, status, fmt::format("{} {}: {}", req.method, req.path, message));
+      res.set_header("Connection", "close");
+      return httplib::Server::HandlerResponse::Handled;
+    };
     std::string te = req.get_header_value("Transfer-Encoding");
     std::transform(te.begin(), te.end(), te.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    if (te.find("chunked") != std::string::npos) return httplib::Server::HandlerResponse::Unhandled;
-    if (!req.has_header("Content-Length")) {
+    const bool encoded = req.has_header("Transfer-Encoding");
+    const bool has_cl = req.has_header("Content-Length");
+    const std::string cl = req.get_header_value("Content-Length");
+    if (req.method == "GET" || req.method == "HEAD" || req.method == "OPTIONS") {
+      if (encoded || (has_cl && cl != "0")) return refuse(400, "this request may not carry a body");
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    const std::string* method = nullptr;
+    for (const auto& [re, m] : *routes)
+      if (std::regex_match(req.path, re)) {
+        method = &m;
+        break;
+      }
+    if (method == nullptr) return refuse(404, "no such endpoint");
+    if (req.method != "POST" || *method != "POST") {
+      res.set_header("Allow", *method == "GET" ? "GET, HEAD" : *method);
+      return refuse(405, fmt::format("method not allowed (use {})", *method));
+    }
+    if (encoded) {
+      if (has_cl) return refuse(400, "both Content-Length and Transfer-Encoding");
+      if (te != "chunked") return refuse(501, fmt::format("transfer encoding '{}' is not supported (only chunked)", te.substr(0, 40)));
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    if (!has_cl) {
       send_error(res, 411, fmt::format("{} {}: the request needs a Content-Length (or chunked transfer encoding)", req.method, req.path));
       return httplib::Server::HandlerResponse::Handled;
     }
-    const std::string cl = req.get_header_value("Content-Length");
-    if (cl.empty() || cl.size() > 18 || !std::all_of(cl.begin(), cl.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-      send_error(res, 400, fmt::format("{} {}: invalid Content-Length '{}'", req.method, req.path, cl.substr(0, 40)));
-      res.set_header("Connection", "close");
-      return httplib::Server::HandlerResponse::Handled;
-    }
+    if (cl.empty() || cl.size() > 18 || !std::all_of(cl.begin(), cl.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return refuse(400, fmt::format("invalid Content-Length '{}'", cl.substr(0, 40)));
+    if (std::stoull(cl) > params_.max_body)
+      return refuse(413, fmt::format("the request body is larger than --max-body ({} bytes)", params_.max_body));
     // Every body is JSON whatever its Content-Type, as in llama-server. `curl -d` labels its data
     // application/x-www-form-urlencoded, and httplib parses such bodies as form fields and refuses
     // any past 8 KiB with 413 (a compile-time limit of the packaged library, not --max-body): a
@@ -578,8 +611,13 @@ void Server::install(HttpServer& http) {
   });
 
   using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
-  // Each path answers its method; the others get 405 with Allow.
-  auto route = [this, &http](const std::string& path, const char* method, Handler h, bool open = false) {
+  // Each path answers its method (the pre-routing handler above answers the others with 405).
+  // A POST route reads its body itself, through httplib's content reader: the API key is
+  // checked first, the body is refused past --max-body (chunked bodies too) and a body that
+  // cannot be read (a malformed chunk) ends the connection, whose remaining bytes are not a
+  // request.
+  auto route = [this, &http, routes](const std::string& path, const char* method, Handler h, bool open = false) {
+    routes->emplace_back(std::regex(path), method);
     Handler wrapped = [this, h, open](const httplib::Request& req, httplib::Response& res) {
       if (!open && !authorized(req)) {
         res.set_header("WWW-Authenticate", "Bearer");
@@ -594,10 +632,6 @@ void Server::install(HttpServer& http) {
       }
     };
     const std::string allowed = method;
-    Handler not_allowed = [allowed](const httplib::Request& req, httplib::Response& res) {
-      res.set_header("Allow", allowed == "GET" ? "GET, HEAD" : allowed);
-      send_error(res, 405, fmt::format("{} {}: method not allowed (use {})", req.method, req.path, allowed));
-    };
     // A browser's CORS preflight before a call with an API key or a JSON body: no key needed
     // (a preflight never carries one), 204 with what the path accepts.
     Handler preflight = [allowed](const httplib::Request&, httplib::Response& res) {
@@ -608,13 +642,38 @@ void Server::install(HttpServer& http) {
       res.set_header("Access-Control-Allow-Headers", kCorsAllowHeaders);
       res.set_header("Access-Control-Max-Age", "86400");
     };
-    const bool get = allowed == "GET";
-    http.Get(path, get ? wrapped : not_allowed);
-    http.Post(path, get ? not_allowed : wrapped);
-    http.Put(path, not_allowed);
-    http.Patch(path, not_allowed);
-    http.Delete(path, not_allowed);
     http.Options(path, preflight);
+    if (allowed == "GET") {
+      http.Get(path, wrapped);
+      return;
+    }
+    http.Get(path, [allowed](const httplib::Request& req, httplib::Response& res) {
+      res.set_header("Allow", allowed);
+      send_error(res, 405, fmt::format("{} {}: method not allowed (use {})", req.method, req.path, allowed));
+    });
+    http.Post(path, [this, wrapped, open](const httplib::Request& req, httplib::Response& res,
+                                          const httplib::ContentReader& read) {
+      const auto refuse = [&](int status, const std::string& message) {
+        send_error(res, status, fmt::format("{} {}: {}", req.method, req.path, message));
+        res.set_header("Connection", "close");  // the body, or what is left of it, is unread
+      };
+      if (!open && !authorized(req)) {
+        res.set_header("WWW-Authenticate", "Bearer");
+        return refuse(401, "invalid or missing API key (send Authorization: Bearer KEY)");
+      }
+      std::string body;
+      bool too_big = false;
+      const bool ok = read([&](const char* data, size_t n) {
+        if (n > params_.max_body - body.size()) return !(too_big = true);
+        body.append(data, n);
+        return true;
+      });
+      if (too_big) return refuse(413, fmt::format("the request body is larger than --max-body ({} bytes)", params_.max_body));
+      if (!ok) return refuse(400, "the request body could not be read (malformed chunked encoding, or it did not arrive within the read timeout)");
+      // httplib hands a non-const Request as const; the route handlers read the body from it.
+      const_cast<std::string&>(req.body) = std::move(body);
+      wrapped(req, res);
+    });
   };
 
   // While shutting down, 503: a load balancer stops sending requests that would be refused.

@@ -221,7 +221,8 @@ TEST(CudaGraph, DecodeStepsReplayWithNewPositions) {
     DecodeLoop c(cpu(), DType::F16, d, nh, nkv, n_ctx), g(*gpu(), DType::F16, d, nh, nkv, n_ctx);
     for (int32_t pos = 0; pos < 12; ++pos) {
       const auto q = randn(static_cast<size_t>(d * nh)), kv = randn(static_cast<size_t>(d * nkv));
-      expect_close(g.step(q, kv, pos), c.step(q, kv, pos), 1e-9, fmt::format("decode step {} graphs={}", pos, graphs));
+      // The f16 cache's decode attention runs on the tensor cores (q and P rounded to f16).
+      expect_close(g.step(q, kv, pos), c.step(q, kv, pos), 2e-6, fmt::format("decode step {} graphs={}", pos, graphs));
     }
     const auto after = gpu()->stats();
     if (graphs) {

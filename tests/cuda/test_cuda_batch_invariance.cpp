@@ -133,11 +133,13 @@ void check_attention_rows(const AttnShape& s) {
 TEST(CudaBatchInvariance, AttentionQueriesOfAVerifyBatchEqualSingleQueries) {
   MINFER_REQUIRE_GPU();
   for (DType kv : {DType::F16, DType::Q8_0}) {
-    check_attention_rows({64, 4, 2, 256, 100, 16, kv});      // fixture-like: GQA kernel, few splits
-    check_attention_rows({128, 28, 4, 4608, 4000, 8, kv});   // Qwen2.5-7B at depth: many splits
+    check_attention_rows({64, 4, 2, 256, 100, 16, kv});      // fixture-like: tensor-core kernel, few splits
+    check_attention_rows({128, 28, 4, 4608, 4000, 8, kv});   // Qwen2.5-7B at depth: many splits, 4 KV heads a block
     check_attention_rows({128, 32, 8, 1024, 700, 3, kv});    // Qwen3-8B shape, T = 3
-    check_attention_rows({64, 16, 1, 512, 300, 5, kv});      // group 16: the generic split kernel
+    check_attention_rows({64, 16, 1, 512, 300, 5, kv});      // group 16: every row of the m16 tile
     check_attention_rows({128, 28, 4, 1024, 500, 64, kv});   // 64 sequences' decode rows
+    check_attention_rows({256, 8, 2, 512, 200, 4, kv});      // head dim 256: the SIMT GQA kernel
+    check_attention_rows({96, 4, 4, 256, 120, 6, kv});       // head dim 96: the per-head split kernel
   }
 }
 

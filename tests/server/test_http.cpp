@@ -1,6 +1,7 @@
 // The HTTP layer under the API (examples/server/http.h) over raw loopback sockets: requests
 // pipelined on one connection are all answered in order, a connection the server ends is ended
-// cleanly (Connection: close, then FIN, not a reset), and CORS as llama-server's.
+// cleanly (Connection: close, then FIN, not a reset), bodies that cannot be framed or are too
+// large are refused unread, and CORS as llama-server's.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -161,6 +162,94 @@ TEST_F(ServerHttp, ResponsesThatCloseEndTheConnection) {
     EXPECT_EQ(rs[0].headers.count("keep-alive"), 0u) << bad;
     EXPECT_TRUE(json::parse(rs[0].body).contains("error")) << bad;
   }
+}
+
+// Bodies the HTTP library would mishandle are refused before any of them is read, and the
+// connection ends there, so no byte of them is parsed as a request (request smuggling): a
+// malformed chunk, a body on a GET, both Content-Length and Transfer-Encoding, an unknown
+// transfer coding, a body for a method or path that takes none. Each gets one JSON answer, then
+// FIN; the request hidden behind it is never answered.
+TEST_F(ServerHttp, BodiesThatCannotBeFramedEndTheConnectionUnread) {
+  const std::string hidden = get("/v1/models");
+  struct Case {
+    std::string request;
+    int status;
+  };
+  const Case cases[] = {
+      {"POST /tokenize HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n" + hidden, 400},
+      {"POST /tokenize HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\n" + hidden, 400},
+      {fmt::format("GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{}", hidden.size(), hidden), 400},
+      {"GET /health HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" +
+           fmt::format("{:x}\r\n{}\r\n0\r\n\r\n", hidden.size(), hidden),
+       400},
+      {fmt::format("POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{}\r\n0\r\n\r\n",
+                   hidden.size(), hidden),
+       400},
+      {"POST /tokenize HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n" + hidden, 501},
+      {fmt::format("PUT /tokenize HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{}\r\n0\r\n\r\n",
+                   hidden.size(), hidden),
+       405},
+      {fmt::format("POST /v1/models HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{}", hidden.size(), hidden), 405},
+      {fmt::format("POST /no/such/path HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{}", hidden.size(), hidden), 404},
+  };
+  for (const Case& c : cases) {
+    RawConn conn(srv().port());
+    ASSERT_TRUE(conn.send_raw(c.request));
+    EXPECT_TRUE(conn.read_to_end()) << c.request;
+    const auto rs = parse_responses(conn.received());
+    ASSERT_EQ(rs.size(), 1u) << c.request << " -> " << conn.received();
+    EXPECT_EQ(rs[0].status, c.status) << c.request << " -> " << rs[0].body;
+    EXPECT_EQ(rs[0].headers.at("connection"), "close") << c.request;
+    EXPECT_TRUE(json::parse(rs[0].body).contains("error")) << c.request;
+  }
+  // A well-formed chunked body is read as before, and the connection goes on.
+  const std::string body = R"({"content": "x"})";
+  RawConn conn(srv().port());
+  ASSERT_TRUE(conn.send_raw(fmt::format("POST /tokenize HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{}\r\n0\r\n\r\n",
+                                        body.size(), body) + get("/health", "Connection: close\r\n")));
+  EXPECT_TRUE(conn.read_to_end());
+  const auto rs = parse_responses(conn.received());
+  ASSERT_EQ(rs.size(), 2u) << conn.received();
+  EXPECT_EQ(rs[0].status, 200) << rs[0].body;
+  EXPECT_TRUE(json::parse(rs[0].body).contains("tokens"));
+  EXPECT_EQ(rs[1].status, 200);
+}
+
+// --max-body holds for chunked bodies too (httplib 0.11 reads those without a limit: 300 MB went
+// into memory), and the API key is checked before any body byte is read: a client without it
+// gets 401 while its endless chunked upload is still coming.
+TEST(ServerBodies, ChunkedBodyPastMaxBodyAndUnauthorizedBodiesAreNotRead) {
+  auto sp = test_server_params();
+  sp.max_body = 4096;
+  sp.api_key = "sekret-42";
+  TestServer srv(sp);
+  const std::string chunk = fmt::format("400\r\n{}\r\n", std::string(1024, ' '));
+  {
+    RawConn c(srv.port());
+    ASSERT_TRUE(c.send_raw("POST /tokenize HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sekret-42\r\n"
+                           "Transfer-Encoding: chunked\r\n\r\n"));
+    for (int i = 0; i < 64 && c.send_raw(chunk); ++i) {
+    }
+    EXPECT_TRUE(c.read_until("}}")) << c.received();
+    EXPECT_EQ(c.received().rfind("HTTP/1.1 413", 0), 0u) << c.received();
+    EXPECT_NE(c.received().find("--max-body"), std::string::npos) << c.received();
+  }
+  {
+    RawConn c(srv.port());
+    const auto t0 = Clock::now();
+    ASSERT_TRUE(c.send_raw("POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + chunk));
+    EXPECT_TRUE(c.read_until("}}")) << c.received();  // no terminating chunk was sent
+    EXPECT_EQ(c.received().rfind("HTTP/1.1 401", 0), 0u) << c.received();
+    EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 5.0);
+  }
+  // Within the limit and with the key: served.
+  const std::string body = R"({"content": "x"})";
+  RawConn c(srv.port());
+  ASSERT_TRUE(c.send_raw(fmt::format("POST /tokenize HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sekret-42\r\n"
+                                     "Transfer-Encoding: chunked\r\n\r\n{:x}\r\n{}\r\n0\r\n\r\n",
+                                     body.size(), body)));
+  EXPECT_TRUE(c.read_until("]}")) << c.received();
+  EXPECT_EQ(c.received().rfind("HTTP/1.1 200", 0), 0u) << c.received();
 }
 
 // CORS as llama-server: every response allows any origin; an OPTIONS preflight to an API path
