@@ -38,21 +38,39 @@ int main(int argc, char** argv) {
                pl_list = examples::parse_int_list(npl, "-npl");
     if (pp_list.empty() || tg_list.empty() || pl_list.empty())
       throw std::invalid_argument("-npp, -ntg and -npl need at least one value each");
+    for (int pp : pp_list)
+      if (pp < 1) throw std::invalid_argument("-npp values must be >= 1 (a sequence starts from its prompt)");
+    for (int tg : tg_list)
+      if (tg < 0) throw std::invalid_argument("-ntg values must be >= 0");
     for (int pl : pl_list)
       if (pl < 1) throw std::invalid_argument("-npl values must be >= 1");
 
-    auto need = [&](int pp, int tg, int pl) { return pps ? pp + pl * tg : pl * (pp + tg); };
-    int max_pl = 1, max_kv = 1, max_seq = 1;
+    RunnerParams rp = examples::session_params(margs);
+    // N_KV as llama-batched-bench counts it, and the cells the pool must hold: every sequence's
+    // tokens in whole blocks (with -pps the prompt's blocks once, then each sequence's copy of
+    // the prompt's partial last block and its own generated tokens).
+    const int64_t bs = rp.block_size;
+    const auto blocks = [bs](int64_t n) { return (n + bs - 1) / bs; };
+    const auto n_kv_of = [&](int64_t pp, int64_t tg, int64_t pl) { return pps ? pp + pl * tg : pl * (pp + tg); };
+    const auto cells_of = [&](int64_t pp, int64_t tg, int64_t pl) {
+      return bs * (pps ? blocks(pp) + pl * blocks(pp % bs + tg) : pl * blocks(pp + tg));
+    };
+    constexpr int64_t kMaxCells = int64_t{1} << 30;
+    int max_pl = 1, max_seq = 1;
+    int64_t max_cells = 1;
     for (int pp : pp_list)
       for (int tg : tg_list)
         for (int pl : pl_list) {
+          const int64_t cells = cells_of(pp, tg, pl);
+          if (cells > kMaxCells || int64_t{pp} + tg > kMaxCells)
+            throw std::invalid_argument(fmt::format("PP {} TG {} B {} needs {} KV cells, more than minfer-batched-bench takes ({})",
+                                                    pp, tg, pl, cells, kMaxCells));
           max_pl = std::max(max_pl, pl);
-          max_kv = std::max(max_kv, need(pp, tg, pl));
+          max_cells = std::max(max_cells, cells);
           max_seq = std::max(max_seq, pp + tg);
         }
     auto L = examples::load_model(margs);
-    RunnerParams rp = examples::session_params(margs);
-    rp.n_ctx = margs.n_ctx > 0 ? margs.n_ctx : max_kv + max_pl * rp.block_size;  // + partial blocks
+    rp.n_ctx = margs.n_ctx > 0 ? margs.n_ctx : static_cast<int32_t>(max_cells);
     rp.n_batch = std::min(n_ubatch, margs.n_batch);
     rp.n_seq_max = max_pl;
     rp.n_out_max = max_pl;  // a step asks for one row per sequence at most
@@ -93,9 +111,11 @@ int main(int argc, char** argv) {
     for (int pp : pp_list)
       for (int tg : tg_list)
         for (int pl : pl_list) {
-          const int n_kv = need(pp, tg, pl);
-          if (n_kv > kv.n_ctx()) {
-            std::fprintf(stderr, "skipping PP %d TG %d B %d: needs %d cells, the pool has %d (-c)\n", pp, tg, pl, n_kv, kv.n_ctx());
+          const auto n_kv = static_cast<int>(n_kv_of(pp, tg, pl));
+          const int64_t cells = cells_of(pp, tg, pl);
+          if (cells > kv.n_ctx()) {
+            std::fprintf(stderr, "skipping PP %d TG %d B %d: needs %lld cells (whole blocks of %lld), the pool has %d (-c)\n",
+                         pp, tg, pl, static_cast<long long>(cells), static_cast<long long>(bs), kv.n_ctx());
             continue;
           }
           std::vector<int32_t> seqs;

@@ -66,8 +66,19 @@ int main(int argc, char** argv) {
     for (int n : vbs) max_len = std::max(max_len, n);
     int max_depth = 0;
     for (int d : depths) max_depth = std::max(max_depth, d);
+    // The deepest test's positions, checked before they are sized (a sum past 2^31 wrapped).
+    constexpr int64_t kMaxPositions = int64_t{1} << 30;
+    const int64_t positions = int64_t{max_depth} + max_len;
+    if (positions > kMaxPositions)
+      throw std::invalid_argument(fmt::format("-d {} with a test of {} tokens needs {} positions, more than minfer-bench takes ({})",
+                                              max_depth, max_len, positions, kMaxPositions));
     auto sp = examples::session_params(margs);
-    if (sp.n_ctx <= 0) sp.n_ctx = max_depth + max_len;
+    if (sp.n_ctx <= 0) {
+      sp.n_ctx = static_cast<int32_t>(positions);
+      if (positions > h.n_ctx_train)
+        std::fprintf(stderr, "note: the tests reach position %lld, past the model's training context (%d): timing only\n",
+                     static_cast<long long>(positions), h.n_ctx_train);
+    }
     for (int p : pps) sp.n_batch = std::max(sp.n_batch, p);
     for (int n : vbs) sp.n_batch = std::max(sp.n_batch, n);
     sp.n_out_max = 1;  // prefill and decode read one logit row; verify batches all of theirs

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "common/rope_flags.h"
@@ -269,6 +270,18 @@ std::vector<int> parse_int_list(const std::string& s, std::string_view flag) {
     v.push_back(x);
   }
   return v;
+}
+
+std::string read_text_file(const std::string& path, std::string_view flag) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw std::runtime_error(fmt::format("{} '{}' is a directory, not a text file", flag, path));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(fmt::format("{}: cannot read '{}'", flag, path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw std::runtime_error(fmt::format("{}: error reading '{}'", flag, path));
+  return ss.str();
 }
 
 int run_main(const std::function<int()>& body) {

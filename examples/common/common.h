@@ -100,6 +100,10 @@ SessionParams session_params(const ModelArgs& a);
 /// for anything but non-negative integers.
 std::vector<int> parse_int_list(const std::string& s, std::string_view flag);
 
+/// The bytes of the text file at `path` (given as `flag`). Throws std::runtime_error naming the
+/// flag and the path when it is missing, a directory or unreadable.
+std::string read_text_file(const std::string& path, std::string_view flag);
+
 /// argv with llama.cpp's multi-letter short flags (-ngl, -md, -np, -ub, -npp, ...) rewritten to their long
 /// forms, which CLI11 cannot take as short names. Keep it alive while the app parses.
 struct LlamaArgs {

@@ -121,11 +121,7 @@ int generate_main(int argc, char** argv, const GenerateProgram& program) {
       for (auto& s : stop) s = process_escapes(s, "--stop");
     }
     if (!prompt_file.empty()) {
-      std::ifstream in(prompt_file, std::ios::binary);
-      if (!in) throw std::runtime_error(fmt::format("cannot read prompt file '{}'", prompt_file));
-      std::stringstream ss;
-      ss << in.rdbuf();
-      prompt = ss.str();
+      prompt = read_text_file(prompt_file, "-f");
     }
     if (n_parallel > 0) {
       if (prompt_file.empty()) throw std::invalid_argument("--parallel needs -f PROMPTS (one prompt a line)");

@@ -32,13 +32,10 @@ int main(int argc, char** argv) {
     examples::LlamaArgs av(argc, argv);
     MINFER_PARSE(app, av.argc(), av.argv());
 
-    std::ifstream in(file);
-    if (!in) throw std::runtime_error(fmt::format("cannot read '{}'", file));
-    std::stringstream ss;
-    ss << in.rdbuf();
+    const std::string text = examples::read_text_file(file, "-f");
     auto L = examples::load_model(margs);
     const auto t0 = std::chrono::steady_clock::now();
-    auto tokens = L.tok->encode(ss.str(), /*parse_special=*/false, L.tok->add_bos_default());
+    auto tokens = L.tok->encode(text, /*parse_special=*/false, L.tok->add_bos_default());
     auto sp = examples::session_params(margs);
     sp.n_ctx = std::min(ModelRunner::resolve_n_ctx(*L.model, sp), sp.n_ctx > 0 ? sp.n_ctx : std::max(1, L.model->hparams().n_ctx_train));  // -c 0: the model's context (capped by memory)
     const auto runner = L.runner(perplexity_runner_params(sp.n_ctx, std::max(sp.n_batch, sp.n_ctx), sp.kv_type));

@@ -163,7 +163,11 @@ bool Server::authorized(const httplib::Request& req) const {
   if (params_.api_key.empty()) return true;
   std::string given;
   const std::string auth = req.get_header_value("Authorization");
-  if (auth.rfind("Bearer ", 0) == 0) given = auth.substr(7);
+  // The scheme is case-insensitive (RFC 9110 11.1).
+  if (auth.size() > 7 && auth[6] == ' ' && std::equal(auth.begin(), auth.begin() + 6, "bearer", [](char a, char b) {
+        return std::tolower(static_cast<unsigned char>(a)) == b;
+      }))
+    given = auth.substr(7);
   else given = req.get_header_value("X-Api-Key");
   // Constant-time comparison of equal lengths.
   const std::string& key = params_.api_key;

@@ -33,11 +33,7 @@ int main(int argc, char** argv) {
     MINFER_PARSE(app, argc, argv);
     if (app.count("-p") == 0 && app.count("-f") == 0) throw std::invalid_argument("give the text: -p TEXT or -f FILE");
     if (!file.empty()) {
-      std::ifstream in(file, std::ios::binary);
-      if (!in) throw std::runtime_error(fmt::format("cannot read '{}'", file));
-      std::stringstream ss;
-      ss << in.rdbuf();
-      prompt = ss.str();
+      prompt = examples::read_text_file(file, "-f");
     }
     const std::string path = model.empty() ? examples::default_model_path() : model;
     if (!std::filesystem::exists(path)) throw std::runtime_error(fmt::format("model file '{}' does not exist", path));

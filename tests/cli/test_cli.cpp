@@ -177,6 +177,40 @@ TEST(Cli, UnsupportedArchitectureIsAClearError) {
   EXPECT_NE(r.out.find("qwen3"), std::string::npos) << r.out;  // lists the supported ones
 }
 
+// A text file flag given a directory names it; benchmark sizes whose positions or KV cells pass
+// 2^30 are refused before anything is sized (sums past 2^31 wrapped into negative pool sizes);
+// batched-bench refuses an empty prompt and counts the pool in whole KV blocks: a row that fits
+// the cells but not the blocks is skipped up front instead of failing half-way.
+TEST(Cli, BadSizesAndPathsAreClearErrors) {
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  const std::string batched = MINFER_BATCHED_BENCH_BIN, bench = MINFER_BENCH_BIN;
+  for (const std::string& cmd : {gen + " -f " + dir + " -n 2 --device cpu", std::string(MINFER_PERPLEXITY_BIN) + " -f " + dir}) {
+    const auto r = run(cmd);
+    EXPECT_EQ(r.code, 1) << cmd;
+    EXPECT_NE(r.out.find("is a directory"), std::string::npos) << cmd << ": " << r.out;
+  }
+  struct Case {
+    std::string cmd, message;
+  };
+  const Case cases[] = {
+      {bench + " -p 2147483647 -n 0 --device cpu", "more than minfer-bench takes"},
+      {bench + " -p 8 -n 8 -d 2147483640 --device cpu", "more than minfer-bench takes"},
+      {batched + " -npp 2147483647 -ntg 8 -npl 1 --device cpu", "more than minfer-batched-bench takes"},
+      {batched + " -npp 32 -ntg 8 -npl 2147483647 --device cpu", "more than minfer-batched-bench takes"},
+      {batched + " -npp 0 -ntg 8 -npl 1 --device cpu", "-npp values must be >= 1"},
+  };
+  for (const Case& c : cases) {
+    const auto r = run(c.cmd);
+    EXPECT_EQ(r.code, 1) << c.cmd << ": " << r.out;
+    EXPECT_NE(r.out.find(c.message), std::string::npos) << c.cmd << ": " << r.out;
+  }
+  // 4 sequences of 40 tokens are 160 cells but 8 blocks of 32 (256 cells).
+  const auto r = run(batched + " -npp 32 -ntg 8 -npl 4,1 -c 160 --device cpu");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("skipping PP 32 TG 8 B 4: needs 256 cells"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("|    32 |      8 |    1 |     40 |"), std::string::npos) << r.out;
+}
+
 TEST(Cli, PromptLongerThanTheContextIsAClearError) {
   auto r = run(gen + " -c 8 -p 'import os\nimport sys\nimport json\nimport time\n' --device cpu");
   EXPECT_EQ(r.code, 1);

@@ -37,6 +37,9 @@ TEST(ServerLimits, ApiKeyIsRequiredButNotForHealth) {
   auto right = c.Post("/v1/completions", {{"Authorization", "Bearer sekret-42"}}, body, "application/json");
   ASSERT_TRUE(right);
   EXPECT_EQ(right->status, 200) << right->body;
+  auto lower = c.Post("/v1/completions", {{"Authorization", "bearer sekret-42"}}, body, "application/json");  // RFC 9110
+  ASSERT_TRUE(lower);
+  EXPECT_EQ(lower->status, 200) << lower->body;
   c.set_bearer_token_auth("sekret-42");
   auto models = c.Get("/v1/models");
   ASSERT_TRUE(models);
