@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
+#include <cmath>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -53,6 +54,11 @@ inline CLI::Validator at_least(double lo, std::optional<double> also = std::null
 /// Accepts numbers > lo (real-valued flags: a scale, a frequency): "must be > 0, got 0".
 inline CLI::Validator above(double lo) {
   return detail::number_check("> " + detail::flag_text(lo), [lo](double v) { return v > lo; });
+}
+
+/// Accepts finite numbers (a factor with a meaning for any sign): "must be a finite number, got nan".
+inline CLI::Validator finite() {
+  return detail::number_check("a finite number", [](double v) { return std::isfinite(v); });
 }
 
 /// Accepts numbers <= hi (a probability: min-p above 1 would keep no token): "must be <= 1, got 2".

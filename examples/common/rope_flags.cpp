@@ -27,9 +27,11 @@ void add_rope_flags(CLI::App& app, RopeOverrides& o) {
       ->check(above(0))
       ->group(g);
   app.add_option("--yarn-ext-factor", o.yarn_ext_factor, "YaRN: extrapolation mix factor (0: off, -1: 1 for yarn)")
+      ->check(finite())
       ->group(g);
   app.add_option("--yarn-attn-factor", o.yarn_attn_factor,
                  "YaRN: attention magnitude (<= 0: 0.1 ln(factor) + 1)")
+      ->check(finite())
       ->group(g);
   app.add_option("--yarn-beta-slow", o.yarn_beta_slow, "YaRN: high correction dim or alpha")->check(above(0))->group(g);
   app.add_option("--yarn-beta-fast", o.yarn_beta_fast, "YaRN: low correction dim or beta")->check(above(0))->group(g);

@@ -95,7 +95,9 @@ TEST(Cli, BadArgumentsExitWithOneAndHelpWithZero) {
                                     {" -t -2", "--threads: must be >= 0, got -2"},
                                     {" -c -1", "--ctx-size: must be >= 0, got -1"},
                                     {" --rope-scale 0", "--rope-scale: must be > 0, got 0"},
-                                    {" --min-p 2", "--min-p: must be <= 1, got 2"}}) {
+                                    {" --min-p 2", "--min-p: must be <= 1, got 2"},
+                                    {" --yarn-ext-factor nan", "--yarn-ext-factor: must be a finite number, got nan"},
+                                    {" --yarn-attn-factor inf", "--yarn-attn-factor: must be a finite number, got inf"}}) {
     r = run(gen + flags + " --device cpu");
     EXPECT_EQ(r.code, 1) << flags << ": " << r.out;
     EXPECT_NE(r.out.find(says), std::string::npos) << flags << ": " << r.out;
