@@ -539,7 +539,7 @@ void Server::install(HttpServer& http) {
       }
     if (method == nullptr) return refuse(404, "no such endpoint");
     if (req.method != "POST" || *method != "POST") {
-      res.set_header("Allow", *method == "GET" ? "GET, HEAD" : *method);
+      res.set_header("Allow", *method == "GET" ? "GET, HEAD, OPTIONS" : *method + ", OPTIONS");
       return refuse(405, fmt::format("method not allowed (use {})", *method));
     }
     if (encoded) {
@@ -652,7 +652,7 @@ void Server::install(HttpServer& http) {
       return;
     }
     http.Get(path, [allowed](const httplib::Request& req, httplib::Response& res) {
-      res.set_header("Allow", allowed);
+      res.set_header("Allow", allowed + ", OPTIONS");  // as the preflight says
       send_error(res, 405, fmt::format("{} {}: method not allowed (use {})", req.method, req.path, allowed));
     });
     http.Post(path, [this, wrapped, open](const httplib::Request& req, httplib::Response& res,

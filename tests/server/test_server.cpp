@@ -600,10 +600,11 @@ TEST_F(ServerApi, BadRequestsGet400WithAMessage) {
   auto wrong = c.Get("/v1/completions");
   ASSERT_TRUE(wrong);
   EXPECT_EQ(wrong->status, 405);
-  EXPECT_EQ(wrong->get_header_value("Allow"), "POST");
+  EXPECT_EQ(wrong->get_header_value("Allow"), "POST, OPTIONS");
   wrong = c.Post("/health", "{}", "application/json");
   ASSERT_TRUE(wrong);
   EXPECT_EQ(wrong->status, 405);
+  EXPECT_EQ(wrong->get_header_value("Allow"), "GET, HEAD, OPTIONS");
   wrong = c.Delete("/v1/models");
   ASSERT_TRUE(wrong);
   EXPECT_EQ(wrong->status, 405);
