@@ -3,14 +3,14 @@
 // 4 KV heads, head dim 128, KV block size 32, a shuffled block table) over 28 layers' caches, as
 // a decode step reads them, and checks every kernel's output against a float64 CPU reference.
 // Build here, run on the GPU machine:
-//   nvcc -O3 -std=c++17 --expt-relaxed-constexpr -gencode=arch=compute_90a,code=sm_90a -I. \
-//        -o /tmp/attn_probe scripts/probes/attn_decode_probe.cu
+//   nvcc -O3 -std=c++17 --expt-relaxed-constexpr -gencode=arch=compute_90a,code=sm_90a -I. -o /tmp/attn_probe scripts/probes/attn_decode_probe.cu
 //   /tmp/attn_probe
 // Kernels: gqa = attn_gqa_kernel (SIMT, the decode kernel before the tensor-core one),
 // mma = attn_mma_decode_kernel; each with attn_combine_kernel. Rows: cache type, queries T (each
 // its own sequence at the depth), depth, us per layer (median of 7 replays of a graph of 28
 // launches, one per layer), GB/s of K/V bytes, max |err| / max |ref| over the layer-0 output.
 #include "ops/cuda/k_attention.cu"
+#include "scripts/probes/probe_util.h"
 
 #include <algorithm>
 #include <cmath>
@@ -20,14 +20,6 @@
 #include <random>
 #include <vector>
 
-#define CK(x)                                                                              \
-  do {                                                                                     \
-    cudaError_t e_ = (x);                                                                  \
-    if (e_ != cudaSuccess) {                                                               \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      exit(1);                                                                             \
-    }                                                                                      \
-  } while (0)
 
 namespace minfer {
 bool Tensor::is_contiguous() const { return true; }
@@ -79,19 +71,17 @@ __global__ void fill_q8(unsigned char* p, int64_t nblocks, uint32_t seed) {
   }
 }
 
-float h2f(uint16_t x) { __half h; memcpy(&h, &x, 2); return __half2float(h); }
-
 double elem(const std::vector<unsigned char>& c, DType t, int64_t cell, int hk, int e) {
   if (t == DType::F16) {
     uint16_t x;
     memcpy(&x, &c[((cell * NKV + hk) * D + e) * 2], 2);
-    return h2f(x);
+    return probe::f16_to_f32(x);
   }
   const size_t row = (cell * NKV + hk) * (D / 32 * 34);
   const unsigned char* blk = &c[row + (e / 32) * 34];
   uint16_t d;
   memcpy(&d, blk, 2);
-  return h2f(d) * (double)(int8_t)blk[2 + e % 32];
+  return probe::f16_to_f32(d) * (double)(int8_t)blk[2 + e % 32];
 }
 
 struct Case {
@@ -261,37 +251,14 @@ int main(int argc, char** argv) {
         if (!std::isfinite(got[i])) nan = true;
         max_err = std::max(max_err, std::fabs(got[i] - ref[i]));
       }
-      cudaGraph_t gr;
-      cudaGraphExec_t ge;
-      CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-      for (int l = 0; l < LAYERS; ++l) launch(l);
-      CK(cudaStreamEndCapture(st, &gr));
-      CK(cudaGraphInstantiate(&ge, gr, 0));
-      CK(cudaGraphLaunch(ge, st));
-      CK(cudaStreamSynchronize(st));
-      cudaEvent_t e0, e1;
-      CK(cudaEventCreate(&e0));
-      CK(cudaEventCreate(&e1));
-      std::vector<float> ts;
-      for (int r = 0; r < 7; ++r) {
-        CK(cudaEventRecord(e0, st));
-        CK(cudaGraphLaunch(ge, st));
-        CK(cudaEventRecord(e1, st));
-        CK(cudaEventSynchronize(e1));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        ts.push_back(ms * 1000.0f / LAYERS);
-      }
-      std::sort(ts.begin(), ts.end());
+      const double us = probe::graph_us(st, LAYERS, 7, [&](int l) { launch(l); });  // per layer
       double bytes = 0;
       for (int t = 0; t < c.T; ++t)
         bytes += (double)(pos[t] + 1) * NKV * 2 * (c.kv == DType::F16 ? D * 2 : D / 32 * 34);
       printf("| %s | %d | %lld | %s | %.1f | %.0f | %.2e%s |\n", c.kv == DType::F16 ? "f16" : "q8_0", c.T,
-             (long long)c.depth, kname, ts[3], bytes / (ts[3] * 1e-6) / 1e9, max_err / max_ref,
+             (long long)c.depth, kname, us, bytes / (us * 1e-6) / 1e9, max_err / max_ref,
              kernel == 2 ? " (no output)" : nan || max_err > 2e-2 * max_ref ? " FAIL" : "");
       fflush(stdout);
-      CK(cudaGraphExecDestroy(ge));
-      CK(cudaGraphDestroy(gr));
     }
   }
   DeviceError herr;

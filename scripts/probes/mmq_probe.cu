@@ -2,8 +2,7 @@
 // kernels for 9..64 activation rows — the int8 one (ops/cuda/k_mmq.cu) and the f16 one for big
 // Q4_K / Q6_K weights (ops/cuda/k_mmq_f16.cu) — on the Qwen2.5-7B decode shapes, and checks
 // their outputs against a float64 CPU reference. Build here, run on the GPU machine:
-//   nvcc -O3 -std=c++17 --expt-relaxed-constexpr -gencode=arch=compute_90a,code=sm_90a -I. \
-//        -o /tmp/mmq_probe scripts/probes/mmq_probe.cu ops/cuda/k_mmq_f16.cu
+//   nvcc -O3 -std=c++17 --expt-relaxed-constexpr -gencode=arch=compute_90a,code=sm_90a -I. -o /tmp/mmq_probe scripts/probes/mmq_probe.cu ops/cuda/k_mmq_f16.cu
 //   /tmp/mmq_probe [shape-substring]      e.g. /tmp/mmq_probe q4k_down
 // Prints one markdown row per shape x kernel x N: us per launch (median of graph replays), GB/s of
 // weight bytes, max |err| / max |ref| over sampled outputs; a FAIL line when that exceeds 1e-2.
@@ -18,6 +17,7 @@
 // files of the library). The f16 kernel's earlier variants (4 stages, 8 warps, twice the K
 // splits) and their figures: docs/perf/2026-12-03-mmq-f16-probe.md.
 #include "ops/cuda/k_mmq.cu"
+#include "scripts/probes/probe_util.h"
 
 #include <cuda_fp16.h>
 
@@ -32,14 +32,6 @@
 #include <type_traits>
 #include <vector>
 
-#define CK(x)                                                                              \
-  do {                                                                                     \
-    cudaError_t e_ = (x);                                                                  \
-    if (e_ != cudaSuccess) {                                                               \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      exit(1);                                                                             \
-    }                                                                                      \
-  } while (0)
 
 // ------------------------------------------------------------------ stubs for k_mmq.cu
 // Out-of-line library functions k_mmq.cu refers to (error paths only): defined here so the probe
@@ -74,88 +66,9 @@ __global__ void read_kernel(const int4* __restrict__ w, int64_t n16, float* out)
 }
 
 // ------------------------------------------------------------------ host
-static float f16_to_f32(uint16_t h) {
-  const uint32_t s = (h >> 15) & 1, e = (h >> 10) & 31, f = h & 1023;
-  float v;
-  if (e == 0) v = std::ldexp(static_cast<float>(f), -24);
-  else if (e == 31) v = f ? NAN : INFINITY;
-  else v = std::ldexp(static_cast<float>(f | 1024), static_cast<int>(e) - 25);
-  return s ? -v : v;
-}
-static uint16_t f32_to_f16(float x) {
-  const __half h = __float2half(x);
-  uint16_t u;
-  memcpy(&u, &h, 2);
-  return u;
-}
-
-// Reference dequantization (ggml's formulas) in float64.
-static void deq_row(int type, const uint8_t* row, int K, std::vector<double>& y) {
-  y.resize(K);
-  for (int b = 0; b < K / 256; ++b) {
-    double* o = y.data() + 256 * b;
-    if (type == 0) {
-      const uint8_t* x = row + 144 * b;
-      uint16_t dh, mh;
-      memcpy(&dh, x, 2);
-      memcpy(&mh, x + 2, 2);
-      const double d = f16_to_f32(dh), dmin = f16_to_f32(mh);
-      const uint8_t* sc = x + 4;
-      const uint8_t* q = x + 16;
-      for (int j = 0; j < 8; ++j) {
-        int s, m;
-        if (j < 4) {
-          s = sc[j] & 63;
-          m = sc[j + 4] & 63;
-        } else {
-          s = (sc[j + 4] & 0xF) | ((sc[j - 4] >> 6) << 4);
-          m = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
-        }
-        for (int l = 0; l < 32; ++l) {
-          const int qv = (j & 1) ? (q[32 * (j >> 1) + l] >> 4) : (q[32 * (j >> 1) + l] & 0xF);
-          o[32 * j + l] = d * s * qv - dmin * m;
-        }
-      }
-    } else {
-      const uint8_t* x = row + 210 * b;
-      uint16_t dh;
-      memcpy(&dh, x + 208, 2);
-      const double d = f16_to_f32(dh);
-      const int8_t* sc = reinterpret_cast<const int8_t*>(x + 192);
-      for (int h = 0; h < 2; ++h) {
-        const uint8_t* ql = x + 64 * h;
-        const uint8_t* qh = x + 128 + 32 * h;
-        for (int l = 0; l < 32; ++l) {
-          const int is = l / 16;
-          const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
-          const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
-          const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-          const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-          o[128 * h + l] = d * sc[8 * h + is] * q1;
-          o[128 * h + l + 32] = d * sc[8 * h + is + 2] * q2;
-          o[128 * h + l + 64] = d * sc[8 * h + is + 4] * q3;
-          o[128 * h + l + 96] = d * sc[8 * h + is + 6] * q4;
-        }
-      }
-    }
-  }
-}
-
-// splitmix64: fast enough to fill the 447 MB LM head.
-struct Rng {
-  uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return (next() >> 11) * (1.0 / 9007199254740992.0); }
-  double normal() {
-    const double u1 = std::max(uniform(), 1e-300), u2 = uniform();
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-  }
-};
+using probe::Rng;
+using probe::deq_row;
+using probe::f32_to_f16;
 
 struct Shape {
   const char* name;
@@ -313,37 +226,13 @@ int main(int argc, char** argv) {
       CK(cudaGetLastError());
       CK(cudaStreamSynchronize(st));
       const double err = N ? check(N) : 0.0;
-      cudaGraph_t gr;
-      cudaGraphExec_t ge;
-      CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-      for (int i = 0; i < reps; ++i) launch(dw + wbytes * (i % copies));
-      CK(cudaStreamEndCapture(st, &gr));
-      CK(cudaGraphInstantiate(&ge, gr, 0));
-      cudaEvent_t e0, e1;
-      CK(cudaEventCreate(&e0));
-      CK(cudaEventCreate(&e1));
-      std::vector<float> ts;
-      for (int it = 0; it < 8; ++it) {  // one warm-up, then 7 timed replays
-        CK(cudaEventRecord(e0, st));
-        CK(cudaGraphLaunch(ge, st));
-        CK(cudaEventRecord(e1, st));
-        CK(cudaEventSynchronize(e1));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        if (it > 0) ts.push_back(ms);
-      }
-      std::sort(ts.begin(), ts.end());
-      const double us = ts[ts.size() / 2] * 1000.0 / reps;
+      const double us = probe::graph_us(st, reps, 7, [&](int i) { launch(dw + wbytes * (i % copies)); });
       printf("| %s | %s | %d | %d | %.2f | %.0f | %.2e |\n", sh.name, kname, N, ks, us, wbytes / us / 1e3, err);
       if (N && !(err <= 1e-2)) {
         printf("FAIL %s %s N=%d max rel err %.3e\n", sh.name, kname, N, err);
         ++fails;
       }
       fflush(stdout);
-      CK(cudaEventDestroy(e0));
-      CK(cudaEventDestroy(e1));
-      CK(cudaGraphExecDestroy(ge));
-      CK(cudaGraphDestroy(gr));
     };
 
     bench("read", 0, 1, [&](const uint8_t* w) {

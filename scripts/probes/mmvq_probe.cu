@@ -1,7 +1,7 @@
 // Decode-matmul probe (not part of the library): times MMVQ lane layouts for Q4_K and Q6_K
 // weights on the 7B decode shapes against a plain read of the same bytes, and checks each
 // kernel's outputs against a float64 CPU reference. Build here, run on the GPU machine:
-//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o mmvq_probe scripts/probes/mmvq_probe.cu
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I. -o mmvq_probe scripts/probes/mmvq_probe.cu
 //   ./mmvq_probe            (prints one line per shape x kernel: us, GB/s of weight bytes, error)
 // Kernels:
 //   read    every weight byte once, 16-byte loads, linear grid-stride (the streaming ceiling)
@@ -23,14 +23,10 @@
 #include <type_traits>
 #include <vector>
 
-#define CK(x)                                                                                 \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));    \
-      exit(1);                                                                                \
-    }                                                                                         \
-  } while (0)
+#include "scripts/probes/probe_util.h"
+
+using probe::deq_row;
+using probe::f32_to_f16;
 
 __device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 __device__ __forceinline__ float warp_sum(float v) {
@@ -397,73 +393,6 @@ __global__ void __launch_bounds__(LB) rows_kernel(const uint8_t* __restrict__ w,
 }
 
 // ------------------------------------------------------------------ host
-static float f16_to_f32(uint16_t h) {
-  const uint32_t s = (h >> 15) & 1, e = (h >> 10) & 31, f = h & 1023;
-  float v;
-  if (e == 0) v = std::ldexp(static_cast<float>(f), -24);
-  else if (e == 31) v = f ? NAN : INFINITY;
-  else v = std::ldexp(static_cast<float>(f | 1024), static_cast<int>(e) - 25);
-  return s ? -v : v;
-}
-static uint16_t f32_to_f16(float x) {
-  __half h = __float2half(x);
-  uint16_t u;
-  memcpy(&u, &h, 2);
-  return u;
-}
-
-// Reference dequantization (ggml's formulas).
-static void deq_row(int type, const uint8_t* row, int K, std::vector<double>& y) {
-  y.resize(K);
-  for (int b = 0; b < K / 256; ++b) {
-    double* o = y.data() + 256 * b;
-    if (type == 0) {
-      const uint8_t* x = row + 144 * b;
-      uint16_t dh, mh;
-      memcpy(&dh, x, 2);
-      memcpy(&mh, x + 2, 2);
-      const double d = f16_to_f32(dh), dmin = f16_to_f32(mh);
-      const uint8_t* sc = x + 4;
-      const uint8_t* q = x + 16;
-      for (int j = 0; j < 8; ++j) {
-        int s, m;
-        if (j < 4) {
-          s = sc[j] & 63;
-          m = sc[j + 4] & 63;
-        } else {
-          s = (sc[j + 4] & 0xF) | ((sc[j - 4] >> 6) << 4);
-          m = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
-        }
-        for (int l = 0; l < 32; ++l) {
-          const int qv = (j & 1) ? (q[32 * (j >> 1) + l] >> 4) : (q[32 * (j >> 1) + l] & 0xF);
-          o[32 * j + l] = d * s * qv - dmin * m;
-        }
-      }
-    } else {
-      const uint8_t* x = row + 210 * b;
-      uint16_t dh;
-      memcpy(&dh, x + 208, 2);
-      const double d = f16_to_f32(dh);
-      const int8_t* sc = reinterpret_cast<const int8_t*>(x + 192);
-      for (int h = 0; h < 2; ++h) {
-        const uint8_t* ql = x + 64 * h;
-        const uint8_t* qh = x + 128 + 32 * h;
-        for (int l = 0; l < 32; ++l) {
-          const int is = l / 16;
-          const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
-          const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
-          const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-          const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-          o[128 * h + l] = d * sc[8 * h + is] * q1;
-          o[128 * h + l + 32] = d * sc[8 * h + is + 2] * q2;
-          o[128 * h + l + 64] = d * sc[8 * h + is + 4] * q3;
-          o[128 * h + l + 96] = d * sc[8 * h + is + 6] * q4;
-        }
-      }
-    }
-  }
-}
-
 struct Shape {
   const char* name;
   int type, K, M;
@@ -560,30 +489,8 @@ int main(int argc, char** argv) {
       CK(cudaGetLastError());
       CK(cudaStreamSynchronize(st));
       const double err = N ? check(N) : 0.0;
-      cudaGraph_t g;
-      cudaGraphExec_t ge;
-      CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-      for (int i = 0; i < reps; ++i) launch(dw + wbytes * (i % copies));
-      CK(cudaStreamEndCapture(st, &g));
-      CK(cudaGraphInstantiate(&ge, g, 0));
-      cudaEvent_t e0, e1;
-      CK(cudaEventCreate(&e0));
-      CK(cudaEventCreate(&e1));
-      std::vector<float> ts;
-      for (int it = 0; it < 9; ++it) {
-        CK(cudaEventRecord(e0, st));
-        CK(cudaGraphLaunch(ge, st));
-        CK(cudaEventRecord(e1, st));
-        CK(cudaEventSynchronize(e1));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        if (it > 0) ts.push_back(ms);
-      }
-      std::sort(ts.begin(), ts.end());
-      const double us = ts[ts.size() / 2] * 1000.0 / reps;
+      const double us = probe::graph_us(st, reps, 8, [&](int i) { launch(dw + wbytes * (i % copies)); });
       printf("| %s | %s | %d | %.2f | %.0f | %.2e |\n", sh.name, kname, N, us, wbytes / us / 1e3, err);
-      CK(cudaGraphExecDestroy(ge));
-      CK(cudaGraphDestroy(g));
     };
     bench("read", 0, [&](const uint8_t* w) {
       read_kernel<<<132 * 16, 256, 0, st>>>(reinterpret_cast<const int4*>(w), wbytes / 16, dout);
