@@ -10,6 +10,7 @@
 // its own sequence at the depth), depth, us per layer (median of 7 replays of a graph of 28
 // launches, one per layer), GB/s of K/V bytes, max |err| / max |ref| over the layer-0 output.
 #include "ops/cuda/k_attention.cu"
+#include "scripts/probes/library_stubs.h"
 #include "scripts/probes/probe_util.h"
 
 #include <algorithm>
@@ -28,17 +29,9 @@ void throw_cuda_error(cudaError_t e, const char* what, const char* file, int lin
   fprintf(stderr, "%s:%d %s: %s\n", file, line, what, cudaGetErrorString(e));
   exit(1);
 }
-std::string KernelContext::where() const { return "attn_probe"; }
 // The prefill kernel (k_attention_fa.cu) is not linked: this probe times decode kernels only.
 bool launch_fa(KernelContext&, const Tensor&, const Tensor&, const Tensor&, const Paged&, float, int, float*) {
   return false;
-}
-void KernelContext::check_launch(const char* kernel) const {
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) {
-    fprintf(stderr, "launching %s failed: %s\n", kernel, cudaGetErrorString(e));
-    exit(1);
-  }
 }
 }  // namespace cuda
 }  // namespace minfer

@@ -23,6 +23,7 @@
 //   mma_w8    the library's launch_fa (8 warps x 16 queries a block, kFaWarps)
 //   mma_w4    the same kernel with 4 warps (64 queries a block; two blocks per SM by registers)
 #include "ops/cuda/k_attention_fa.cu"
+#include "scripts/probes/library_stubs.h"
 #include "scripts/probes/probe_util.h"
 
 #include <cuda_fp16.h>
@@ -37,21 +38,6 @@
 #include <numeric>
 #include <string>
 #include <vector>
-
-
-// ------------------------------------------------------------------ stubs for k_attention_fa.cu
-// Out-of-line library functions the launcher refers to: defined here so the probe links without
-// the library.
-namespace minfer::cuda {
-std::string KernelContext::where() const { return "fa_probe"; }
-void KernelContext::check_launch(const char* kernel) const {
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) {
-    fprintf(stderr, "launching %s failed: %s\n", kernel, cudaGetErrorString(e));
-    exit(1);
-  }
-}
-}  // namespace minfer::cuda
 
 // ------------------------------------------------------------------ host side
 using minfer::DType;

@@ -13,10 +13,11 @@
 //          its K split and mmq_reduce as k_splits() picks them)
 //   f16    mmq_f16() of k_mmq_f16.cu (a second translation unit), as mmq() runs it for these
 //          weights; its design is described in that file
-// Only KernelContext::where / check_launch and dtype_traits are stubbed below (they live in .cpp
+// KernelContext::where / check_launch come from library_stubs.h and dtype_traits is stubbed below (they live in .cpp
 // files of the library). The f16 kernel's earlier variants (4 stages, 8 warps, twice the K
 // splits) and their figures: docs/perf/2026-12-03-mmq-f16-probe.md.
 #include "ops/cuda/k_mmq.cu"
+#include "scripts/probes/library_stubs.h"
 #include "scripts/probes/probe_util.h"
 
 #include <cuda_fp16.h>
@@ -44,14 +45,6 @@ const DTypeTraits& dtype_traits(DType t) {
   return tr;
 }
 namespace cuda {
-std::string KernelContext::where() const { return "mmq_probe"; }
-void KernelContext::check_launch(const char* kernel) const {
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) {
-    fprintf(stderr, "launching %s failed: %s\n", kernel, cudaGetErrorString(e));
-    exit(1);
-  }
-}
 }  // namespace cuda
 }  // namespace minfer
 
