@@ -35,6 +35,20 @@ __device__ __forceinline__ int64_t paged_query(const Paged& pk, int64_t t, const
   return static_cast<int64_t>(p) + 1;
 }
 
+// Query t's (last visible position, sequence) for the tiled prefill kernels, which walk a tile's
+// queries in runs of one sequence: (-1, -1) for t >= T and for an invalid query (reported when
+// `report`).
+__device__ __forceinline__ void query_pos_seq(const Paged& pk, int64_t t, int64_t T, ErrorSink sink, bool report,
+                                              int32_t& pos, int32_t& seq) {
+  pos = seq = -1;
+  if (t >= T) return;
+  const int32_t* row;
+  const int64_t len = paged_query(pk, t, row, sink, report);
+  if (len <= 0) return;
+  pos = static_cast<int32_t>(len - 1);
+  seq = pk.seq[t];
+}
+
 // The cell of key j from its block-table entry b. An entry outside the cache is reported and
 // clamped (the result is then garbage, and the error is raised at the next synchronize). Kernels
 // that pipeline their copies load the entry (row[j >> bs_log2]) a step ahead and call this when

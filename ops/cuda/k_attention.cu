@@ -898,20 +898,7 @@ constexpr int kQPerWarp = kTileQ / kTileWarps;
 __device__ void load_query_tile(const TD& q, const Paged& pk, float scale, int h, int64_t t0, int d, int32_t* qpos,
                                 int32_t* qseq, float* Qs, ErrorSink sink) {
   const int64_t T = q.ne[2];
-  if (threadIdx.x < kTileQ) {
-    const int64_t t = t0 + threadIdx.x;
-    int32_t p = -1, sq = -1;
-    if (t < T) {
-      const int32_t* row;
-      const int64_t len = paged_query(pk, t, row, sink, h == 0);
-      if (len > 0) {
-        p = static_cast<int32_t>(len - 1);
-        sq = pk.seq[t];
-      }
-    }
-    qpos[threadIdx.x] = p;
-    qseq[threadIdx.x] = sq;
-  }
+  if (threadIdx.x < kTileQ) query_pos_seq(pk, t0 + threadIdx.x, T, sink, h == 0, qpos[threadIdx.x], qseq[threadIdx.x]);
   for (int i = threadIdx.x; i < kTileQ * d; i += blockDim.x) {
     const int qi = i / d, e = i % d;
     const int64_t t = t0 + qi;

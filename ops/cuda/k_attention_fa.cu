@@ -255,20 +255,7 @@ __global__ void __launch_bounds__(32 * W, W <= 4 ? 2 : 1)
   const int64_t T = q.ne[2];
   const int64_t t0 = static_cast<int64_t>(gridDim.y - 1 - blockIdx.y) * S::kRows;  // the last tiles first
 
-  if (tid < S::kRows) {
-    const int64_t t = t0 + tid;
-    int32_t p = -1, sq = -1;
-    if (t < T) {
-      const int32_t* r;
-      const int64_t len = paged_query(pk, t, r, sink, h == 0);
-      if (len > 0) {
-        p = static_cast<int32_t>(len - 1);
-        sq = pk.seq[t];
-      }
-    }
-    qpos[tid] = p;
-    qseq[tid] = sq;
-  }
+  if (tid < S::kRows) query_pos_seq(pk, t0 + tid, T, sink, h == 0, qpos[tid], qseq[tid]);
 
   // This lane's rows of the warp: ra (fragment row g) and rb (g + 8). Q as A fragments, f16.
   const int ra = warp * 16 + g, rb = ra + 8;
