@@ -62,6 +62,13 @@ void send_error(httplib::Response& res, int status, const std::string& message) 
   res.set_content(dump(error_json(message, status)), "application/json");
 }
 
+// An error for a request whose body (or the rest of it) stays unread: the connection ends after
+// it (the post-routing handler closes on "Connection: close"), since those bytes are no request.
+void refuse_unread(const httplib::Request& req, httplib::Response& res, int status, const std::string& message) {
+  send_error(res, status, fmt::format("{} {}: {}", req.method, req.path, message));
+  res.set_header("Connection", "close");
+}
+
 // A request body as JSON, nesting bounded (a deep body would exhaust the parser's stack);
 // nullopt after answering 400.
 std::optional<json> parse_body(const httplib::Request& req, httplib::Response& res) {
@@ -518,8 +525,7 @@ void Server::install(HttpServer& http) {
     g_log = LogInfo{};
     g_routed = true;
     const auto refuse = [&](int status, const std::string& message) {
-      send_error(res, status, fmt::format("{} {}: {}", req.method, req.path, message));
-      res.set_header("Connection", "close");
+      refuse_unread(req, res, status, message);
       return httplib::Server::HandlerResponse::Handled;
     };
     std::string te = req.get_header_value("Transfer-Encoding");
@@ -527,20 +533,28 @@ void Server::install(HttpServer& http) {
     const bool encoded = req.has_header("Transfer-Encoding");
     const bool has_cl = req.has_header("Content-Length");
     const std::string cl = req.get_header_value("Content-Length");
-    if (req.method == "GET" || req.method == "HEAD" || req.method == "OPTIONS") {
-      if (encoded || (has_cl && cl != "0")) return refuse(400, "this request may not carry a body");
-      return httplib::Server::HandlerResponse::Unhandled;
-    }
-    const std::string* method = nullptr;
+    const std::string* method = nullptr;  // the route's
     for (const auto& [re, m] : *routes)
       if (std::regex_match(req.path, re)) {
         method = &m;
         break;
       }
+    // Every 405 is answered here, with the methods the OPTIONS preflight lists.
+    const auto not_allowed = [&] {
+      res.set_header("Allow", *method == "GET" ? "GET, HEAD, OPTIONS" : *method + ", OPTIONS");
+      send_error(res, 405, fmt::format("{} {}: method not allowed (use {})", req.method, req.path, *method));
+      return httplib::Server::HandlerResponse::Handled;
+    };
+    if (req.method == "GET" || req.method == "HEAD" || req.method == "OPTIONS") {
+      if (encoded || (has_cl && cl != "0")) return refuse(400, "this request may not carry a body");
+      if (req.method != "OPTIONS" && method != nullptr && *method != "GET") return not_allowed();
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
     if (method == nullptr) return refuse(404, "no such endpoint");
     if (req.method != "POST" || *method != "POST") {
-      res.set_header("Allow", *method == "GET" ? "GET, HEAD, OPTIONS" : *method + ", OPTIONS");
-      return refuse(405, fmt::format("method not allowed (use {})", *method));
+      not_allowed();
+      res.set_header("Connection", "close");  // its body is unread
+      return httplib::Server::HandlerResponse::Handled;
     }
     if (encoded) {
       if (has_cl) return refuse(400, "both Content-Length and Transfer-Encoding");
@@ -651,19 +665,11 @@ void Server::install(HttpServer& http) {
       http.Get(path, wrapped);
       return;
     }
-    http.Get(path, [allowed](const httplib::Request& req, httplib::Response& res) {
-      res.set_header("Allow", allowed + ", OPTIONS");  // as the preflight says
-      send_error(res, 405, fmt::format("{} {}: method not allowed (use {})", req.method, req.path, allowed));
-    });
     http.Post(path, [this, wrapped, open](const httplib::Request& req, httplib::Response& res,
                                           const httplib::ContentReader& read) {
-      const auto refuse = [&](int status, const std::string& message) {
-        send_error(res, status, fmt::format("{} {}: {}", req.method, req.path, message));
-        res.set_header("Connection", "close");  // the body, or what is left of it, is unread
-      };
       if (!open && !authorized(req)) {
         res.set_header("WWW-Authenticate", "Bearer");
-        return refuse(401, "invalid or missing API key (send Authorization: Bearer KEY)");
+        return refuse_unread(req, res, 401, "invalid or missing API key (send Authorization: Bearer KEY)");
       }
       std::string body;
       bool too_big = false;
@@ -672,8 +678,10 @@ void Server::install(HttpServer& http) {
         body.append(data, n);
         return true;
       });
-      if (too_big) return refuse(413, fmt::format("the request body is larger than --max-body ({} bytes)", params_.max_body));
-      if (!ok) return refuse(400, "the request body could not be read (malformed chunked encoding, or it did not arrive within the read timeout)");
+      if (too_big)
+        return refuse_unread(req, res, 413, fmt::format("the request body is larger than --max-body ({} bytes)", params_.max_body));
+      if (!ok)
+        return refuse_unread(req, res, 400, "the request body could not be read (malformed chunked encoding, or it did not arrive within the read timeout)");
       // httplib hands a non-const Request as const; the route handlers read the body from it.
       const_cast<std::string&>(req.body) = std::move(body);
       wrapped(req, res);
