@@ -61,9 +61,14 @@ __device__ __forceinline__ int64_t entry_cell(const Paged& pk, int32_t b, int64_
   return (static_cast<int64_t>(b) << pk.bs_log2) | (j & ((int64_t{1} << pk.bs_log2) - 1));
 }
 
+// Key j's block-table entry (entry_cell turns it into the cell, possibly a step later).
+__device__ __forceinline__ int32_t table_entry(const Paged& pk, const int32_t* row, int64_t j) {
+  return row[j >> pk.bs_log2];
+}
+
 // The cell of position j through a block-table row.
 __device__ __forceinline__ int64_t paged_cell(const Paged& pk, const int32_t* row, int64_t j, ErrorSink sink) {
-  return entry_cell(pk, row[j >> pk.bs_log2], j, sink);
+  return entry_cell(pk, table_entry(pk, row, j), j, sink);
 }
 
 /// Prefill attention on the tensor cores (k_attention_fa.cu): runs it and returns true when it

@@ -507,11 +507,6 @@ constexpr size_t mma_decode_smem() {
   return warps > merge ? warps : merge;
 }
 
-// A key's block-table entry (entry_cell turns it into the cell a step later).
-__device__ __forceinline__ int32_t table_entry(const Paged& pk, const int32_t* row, int64_t j) {
-  return row[j >> pk.bs_log2];
-}
-
 // Starts the copies of one step's 16 K (or V) rows (lane r & 15 holds row r's cell) into the
 // warp's stage, consecutive lanes on consecutive pieces of a row: f16 rows as 16-byte pieces,
 // q8_0 rows as 8-byte pieces (4-byte where the 34-byte blocks leave rows 4-byte aligned only).

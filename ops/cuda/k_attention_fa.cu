@@ -319,7 +319,7 @@ __global__ void __launch_bounds__(32 * W, W <= 4 ? 2 : 1)
       // The table entry of key jp of tile it + 2: loaded now, checked and stored after the compute.
       const int jp = j0 + 2 * kFaKeys + tid;
       const bool look = tid < kFaKeys && jp < kv_max;
-      const int32_t bp = look ? row[jp >> pk.bs_log2] : 0;
+      const int32_t bp = look ? table_entry(pk, row, jp) : 0;
       cp_async_wait<1>();  // tile it has landed (this thread's copies)
       __syncthreads();     // ... and everyone's
       if constexpr (KT == DType::Q8_0 || VT == DType::Q8_0) {
