@@ -202,6 +202,39 @@ void ModelRunner::compute_ranks(int64_t n_tokens, int64_t n_out, size_t n_logits
   times_.logits_s += std::chrono::duration<double>(t3 - t2).count();
 }
 
+void ModelRunner::warmup(int32_t n_rows) {
+  std::vector<int32_t> seqs;
+  auto free_all = [&] {
+    for (int32_t s : seqs) kv_.seq_free(s);
+    seqs.clear();
+  };
+  try {
+    const int32_t rows = std::min({n_rows, params_.n_batch, kv_.n_seq_max() - kv_.n_seq()});
+    std::vector<BatchToken> batch;
+    for (int64_t n = 1; rows > 0; n = n < 16 ? n + 1 : n + 16) {  // one batch per bucket
+      const int64_t m = std::min<int64_t>(n, rows);
+      while (static_cast<int64_t>(seqs.size()) < m) seqs.push_back(kv_.seq_new());
+      batch.clear();
+      for (int64_t i = 0; i < m; ++i) batch.push_back({seqs[static_cast<size_t>(i)], 0, true});
+      for (int rep = 0; rep < 2; ++rep) decode(batch);
+      free_all();
+      if (m == rows) break;
+    }
+    // One full ubatch (the prefill kernels), as far as one sequence may hold it.
+    const int32_t n_fill = std::min({params_.n_batch, kv_.n_ctx_seq(), kv_.n_ctx()});
+    if (n_fill > 0 && kv_.n_seq() < kv_.n_seq_max()) {
+      seqs.push_back(kv_.seq_new());
+      batch.assign(static_cast<size_t>(n_fill), BatchToken{seqs.front(), 0, false});
+      batch.back().logits = true;
+      decode(batch);
+    }
+  } catch (...) {
+    free_all();
+    throw;
+  }
+  free_all();
+}
+
 std::span<const float> ModelRunner::decode(std::span<const BatchToken> batch) {
   const auto n = static_cast<int64_t>(batch.size());
   if (n == 0) throw std::invalid_argument("decode: empty batch");

@@ -79,6 +79,14 @@ class ModelRunner {
   /// sequence that does not exist — and then no sequence has changed.
   std::span<const float> decode(std::span<const BatchToken> batch);
 
+  /// Runs the decode shapes of 1 .. n_rows rows (one token per sequence, every row's logits;
+  /// each bucket twice, so a CUDA backend captures its graph) and one full ubatch of one sequence,
+  /// on sequences of its own that it frees again, so the first requests do not pay for building,
+  /// capturing and loading kernels (what llama-server's warm-up does). n_rows is capped by the
+  /// free sequence slots; the pool's free blocks are used and released (a prefix cache loses its
+  /// least recently used blocks to it). Throws what decode() throws, after freeing its sequences.
+  void warmup(int32_t n_rows);
+
   KvCache& kv() { return kv_; }
   const KvCache& kv() const { return kv_; }
   const RunnerTimes& times() const { return times_; }

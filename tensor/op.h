@@ -45,6 +45,7 @@ enum class Op : int32_t {
   QKV,            // q/k/v matmul(s) (+bias, +q/k norm) + RoPE + KV store of k and v; yields Q
   MUL_MAT_ADD,    // a x + residual
   RMS_NORM_Q8_1,  // rms_norm(x) * weight, written as the q8_1 planes its consumer's matmul reads
+  MOE_SUM,        // sum over the k slots of y[:, j, t] * w[j, t] (+ residual): a MoE FFN's output
 
   COUNT
 };
@@ -68,7 +69,8 @@ constexpr bool op_allows_inplace(Op op) {
 
 /// True for the fused ops, which only a backend's graph rewrite creates.
 constexpr bool op_is_fused(Op op) {
-  return op == Op::FFN_SWIGLU || op == Op::QKV || op == Op::MUL_MAT_ADD || op == Op::RMS_NORM_Q8_1;
+  return op == Op::FFN_SWIGLU || op == Op::QKV || op == Op::MUL_MAT_ADD || op == Op::RMS_NORM_Q8_1 ||
+         op == Op::MOE_SUM;
 }
 
 }  // namespace minfer

@@ -107,6 +107,7 @@ std::string_view op_name(Op op) {
     case Op::QKV: return "QKV";
     case Op::MUL_MAT_ADD: return "MUL_MAT_ADD";
     case Op::RMS_NORM_Q8_1: return "RMS_NORM_Q8_1";
+    case Op::MOE_SUM: return "MOE_SUM";
     case Op::COUNT: break;
   }
   return "?";

@@ -44,7 +44,7 @@ void add_model_flags(CLI::App& app, ModelArgs& a) {
   app.add_flag("--no-cuda-graphs", a.no_cuda_graphs, "CUDA: do not capture and replay CUDA graphs");
   app.add_flag("--no-fusion", a.no_fusion, "CUDA: run every basic op as its own kernel (no fused kernels)");
   app.add_flag("--cuda-profile", a.cuda_profile,
-               "CUDA: print host and GPU time per graph to stderr at exit");
+               "CUDA: print host and GPU time per graph (with --no-cuda-graphs: per kernel) to stderr at exit");
   add_rope_flags(app, a.rope);
 }
 

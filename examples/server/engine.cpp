@@ -20,6 +20,7 @@ Engine::Engine(const RunnerFactory& make_runner, const tokenizer::Tokenizer& tok
   if (params_.queue < 0) throw std::invalid_argument(fmt::format("--queue must be >= 0, got {}", params_.queue));
   rp.n_seq_max = params_.n_parallel;
   runner_ = make_runner(rp);
+  if (params_.warmup) runner_->warmup(params_.n_parallel);
   SchedulerParams sp;
   sp.n_parallel = params_.n_parallel;
   sp.prefix_cache = params_.prefix_cache;

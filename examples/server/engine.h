@@ -45,6 +45,9 @@ struct EngineParams {
   int32_t queue = 64;        ///< sequences that may wait beyond the running ones (--queue)
   double timeout_s = 0;      ///< per task, from its arrival; <= 0: none
   bool prefix_cache = true;  ///< the scheduler's prefix cache (--no-cache-prompt turns it off)
+  /// Before serving, run every decode shape of 1 .. n_parallel rows and a full ubatch once
+  /// (ModelRunner::warmup; --no-warmup turns it off, as in llama-server).
+  bool warmup = true;
 };
 
 /// One HTTP request's generation work, shared by the handler that waits on it and the engine.

@@ -38,6 +38,8 @@ int main(int argc, char** argv) {
     app.add_option("--api-key", sp.api_key, "require 'Authorization: Bearer KEY' on every endpoint but /health");
     app.add_option("--max-body", sp.max_body, "largest request body in bytes (larger: 413, unread)")->check(examples::at_least(1));
     app.add_option("--threads-http", sp.threads_http, "HTTP threads (0: parallel + queue + 8)")->check(examples::at_least(0));
+    bool no_warmup = false;
+    app.add_flag("--no-warmup", no_warmup, "skip running the step shapes once before serving");
     bool no_log = false;
     app.add_flag("--no-access-log", no_log, "no per-request log line on stderr");
     app.add_option("-n,--n-predict", sp.n_predict, "max_tokens when a request gives none (-1: until the context ends)")
@@ -49,6 +51,7 @@ int main(int argc, char** argv) {
     MINFER_PARSE(app, av.argc(), av.argv());
     sp.engine.prefix_cache = !no_cache;
     sp.access_log = !no_log;
+    sp.engine.warmup = !no_warmup;
     if (sp.n_predict == 0) throw std::invalid_argument("-n 0 would generate nothing; use -1 for no limit");
 
     // SIGINT / SIGTERM end the server cleanly: every thread blocks them and one waits for them.

@@ -77,6 +77,7 @@ const std::array<KernelEntry, kOpCount>& kernel_table() {
     set(Op::FFN_SWIGLU, k_ffn_swiglu, s_ffn_swiglu, w_ffn_swiglu);
     set(Op::MUL_MAT_ADD, k_mul_mat_add, s_mul_mat_add, w_mul_mat);
     set(Op::RMS_NORM_Q8_1, k_rms_norm_q8_1, s_rms_norm_q8_1);
+    set(Op::MOE_SUM, k_moe_sum, s_moe_sum);
     set(Op::ALL_REDUCE, k_all_reduce);
     set(Op::ALL_GATHER, k_all_gather, s_all_gather, w_all_gather);
     return t;
@@ -192,6 +193,13 @@ struct BackendImpl {
     const auto& table = kernel_table();
     const auto& nodes = g.nodes();
     bool used_gemm = false;
+    // Profiling eagerly: the launches wait behind a 50 ms gate, so each node's events time its
+    // kernels back to back instead of the host's launch latency.
+    const bool timed = options.profile && !graphs_on;  // per-node times only when nothing is captured
+    if (timed) {
+      profile_gate(stream, 50'000'000);
+      node_event();  // node i's time: from event i to event i + 1
+    }
     for (size_t i = 0; i < nodes.size(); ++i) {
       Tensor* t = nodes[i];
       if (op_is_view(t->op) || t->op == Op::NONE) continue;
@@ -205,10 +213,82 @@ struct BackendImpl {
       kc.work = static_cast<char*>(t->work);
       kc.work_bytes = t->work ? t->work_bytes : 0;
       k.run(kc, *t);
+      if (timed) {
+        node_event();
+        node_labels.push_back(node_label(*t));
+      }
       used_gemm |= kc.used_gemm;
       ++stats.kernel_nodes;
     }
     last_used_gemm = used_gemm;
+    if (timed) collect_node_times();
+  }
+
+  // CudaOptions::profile on a graph that runs eagerly (not captured, e.g. --no-cuda-graphs): GPU
+  // time of every kernel node from events between consecutive nodes, queued behind profile_gate so
+  // the GPU runs them back to back, summed per label (op, dtype, shape and the first named
+  // source without its layer number) and printed beside the per-graph figures.
+  struct NodeProf {
+    uint64_t count = 0;
+    double ms = 0;
+  };
+  std::unordered_map<std::string, NodeProf> node_prof;
+  std::vector<cudaEvent_t> node_events;
+  std::vector<std::string> node_labels;
+  size_t node_events_used = 0;
+
+  // op, dtype, shape and the first named source (a matmul's weight: "blk.#.ffn_down.weight").
+  static std::string node_label(const Tensor& t) {
+    std::string_view name = t.name;
+    for (const Tensor* s : t.src)
+      if (name.empty() && s && !s->name.empty()) name = s->name;
+    std::string n;
+    for (size_t i = 0; i < name.size(); ++i) {
+      const char c = name[i];
+      if (c >= '0' && c <= '9' && (n.empty() || n.back() == '.')) {
+        while (i + 1 < name.size() && name[i + 1] >= '0' && name[i + 1] <= '9') ++i;
+        n += '#';
+      } else {
+        n += c;
+      }
+    }
+    return fmt::format("{} {} [{}x{}x{}] {}", op_name(t.op), dtype_name(t.type), t.ne[0], t.ne[1], t.ne[2], n);
+  }
+
+  void node_event() {
+    if (node_events_used == node_events.size()) {
+      cudaEvent_t e = nullptr;
+      MINFER_CUDA_CHECK(cudaEventCreate(&e), name);
+      node_events.push_back(e);
+    }
+    MINFER_CUDA_CHECK(cudaEventRecord(node_events[node_events_used++], stream), name);
+  }
+
+  void collect_node_times() {
+    if (node_events_used == 0) return;
+    MINFER_CUDA_CHECK(cudaEventSynchronize(node_events[node_events_used - 1]), name);
+    for (size_t i = 0; i + 1 < node_events_used; ++i) {
+      float ms = 0;
+      if (cudaEventElapsedTime(&ms, node_events[i], node_events[i + 1]) != cudaSuccess) continue;
+      NodeProf& p = node_prof[node_labels[i]];
+      ++p.count;
+      p.ms += ms;
+    }
+    node_events_used = 0;
+    node_labels.clear();
+  }
+
+  void print_node_profile() {
+    if (node_prof.empty()) return;
+    std::vector<std::pair<std::string, NodeProf>> v(node_prof.begin(), node_prof.end());
+    std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
+    double total = 0;
+    for (const auto& [label, p] : v) total += p.ms;
+    std::fprintf(stderr, "[cuda profile] kernel nodes run eagerly: %.3f ms of GPU time in all\n", total);
+    for (size_t i = 0; i < v.size() && i < 60; ++i)
+      std::fprintf(stderr, "[cuda profile]   %6.2f %%  %10.1f us  x%-7llu %8.2f us each  %s\n", 100.0 * v[i].second.ms / total,
+                   1e3 * v[i].second.ms, static_cast<unsigned long long>(v[i].second.count),
+                   1e3 * v[i].second.ms / static_cast<double>(v[i].second.count), v[i].first.c_str());
   }
 
   // The exact description of what run_nodes() would launch: for every computing node its index,
@@ -433,7 +513,9 @@ struct BackendImpl {
     if (options.profile) {
       collect_gpu_time();
       print_profile();
+      print_node_profile();
     }
+    for (cudaEvent_t e : node_events) cudaEventDestroy(e);
     if (ev_start) cudaEventDestroy(ev_start);
     if (ev_end) cudaEventDestroy(ev_end);
     drop_graphs();

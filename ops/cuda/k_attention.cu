@@ -95,13 +95,15 @@ __global__ void kv_store_kernel(TD x, TD cache, const int32_t* cells, ErrorSink 
 // ---------------------------------------------------------------- split-KV decode
 
 // Merges the splits of one (query head, query) into softmax(q K^T) V. A block takes 32 output
-// dims (grid z: the slice); warp w folds splits w, w + kCombineWarps, ... into a running (max,
-// sum, acc) as the splits' own online softmax does, loading kCombineBatch splits' partials and
-// (m, l) before folding them in order (many loads in flight: the merge is latency-bound), then
-// the warps are merged in warp order. The order of the sums depends on the split count only,
+// dims (grid z: the slice); warp w owns splits w, w + kCombineWarps, ... The merge is
+// latency-bound (a few MB over ~100 blocks), so a warp issues the loads of all its splits of a
+// round (kCombineWarps * kCombineBatch = 256, every split a decode launch has) before it knows the
+// query's length — the partials of splits past the query's active ones are stale and are masked
+// — and merges them two-pass (round max, then the weighted sums: independent exps). Rounds and
+// then warps are merged in order, so the order of the sums depends on the split count only,
 // never on the batch.
 constexpr int kCombineWarps = 8;
-constexpr int kCombineBatch = 8;
+constexpr int kCombineBatch = 32;
 
 __global__ void __launch_bounds__(32 * kCombineWarps) attn_combine_kernel(const float* part_acc, const float2* part_ml,
                                                                           Paged pk, int n_splits, int dv, float* dst) {
@@ -111,27 +113,37 @@ __global__ void __launch_bounds__(32 * kCombineWarps) attn_combine_kernel(const 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int e = blockIdx.z * 32 + lane;
   const int64_t base = (static_cast<int64_t>(t) * n_head + h) * n_splits;
-  const int32_t* row;
-  const int n_active = active_splits(paged_query(pk, t, row, ErrorSink{}, false), n_splits);
+  int n_active = -1;
   float M = -INFINITY, L = 0.0f, a = 0.0f;
-  for (int i0 = warp; i0 < n_active; i0 += kCombineWarps * kCombineBatch) {
+  for (int i0 = warp; i0 < n_splits; i0 += kCombineWarps * kCombineBatch) {
     float2 ml[kCombineBatch];
     float x[kCombineBatch];
 #pragma unroll
     for (int b = 0; b < kCombineBatch; ++b) {
       const int i = i0 + b * kCombineWarps;
-      ml[b] = i < n_active ? part_ml[base + i] : make_float2(0.0f, 0.0f);
-      x[b] = i < n_active && e < dv ? part_acc[(base + i) * dv + e] : 0.0f;
+      ml[b] = i < n_splits ? part_ml[base + i] : make_float2(0.0f, 0.0f);
+      x[b] = i < n_splits && e < dv ? part_acc[(base + i) * dv + e] : 0.0f;
     }
+    if (n_active < 0) {
+      const int32_t* row;
+      n_active = active_splits(paged_query(pk, t, row, ErrorSink{}, false), n_splits);
+    }
+    float mr = -INFINITY;
 #pragma unroll
-    for (int b = 0; b < kCombineBatch; ++b) {
-      if (ml[b].y > 0.0f) {
-        const float mn = fmaxf(M, ml[b].x), f_old = __expf(M - mn), f_new = __expf(ml[b].x - mn);
-        L = L * f_old + ml[b].y * f_new;
-        a = a * f_old + x[b] * f_new;
-        M = mn;
+    for (int b = 0; b < kCombineBatch; ++b)
+      if (i0 + b * kCombineWarps < n_active && ml[b].y > 0.0f) mr = fmaxf(mr, ml[b].x);
+    if (mr == -INFINITY) continue;
+    const float mn = fmaxf(M, mr), f_old = __expf(M - mn);  // exp(-inf) = 0 before the first round
+    L *= f_old;
+    a *= f_old;
+#pragma unroll
+    for (int b = 0; b < kCombineBatch; ++b)
+      if (i0 + b * kCombineWarps < n_active && ml[b].y > 0.0f) {
+        const float f = __expf(ml[b].x - mn);
+        L += ml[b].y * f;
+        a += x[b] * f;
       }
-    }
+    M = mn;
   }
   wacc[warp][lane] = a;
   if (lane == 0) wml[warp] = make_float2(M, L);

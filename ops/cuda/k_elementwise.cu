@@ -388,6 +388,19 @@ void k_cpy(KernelContext& kc, Tensor& dst) {
   kc.check_launch("cpy kernel");
 }
 
+namespace {
+__global__ void profile_gate_kernel(int64_t ns) {
+  uint64_t t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    __nanosleep(10000);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < static_cast<uint64_t>(ns));
+}
+}  // namespace
+
+void profile_gate(cudaStream_t stream, int64_t ns) { profile_gate_kernel<<<1, 1, 0, stream>>>(ns); }
+
 void k_argmax(KernelContext& kc, Tensor& dst) {
   const Tensor& a = *dst.src[0];
   const int64_t rows = a.nrows();

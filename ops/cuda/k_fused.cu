@@ -9,6 +9,9 @@
 //
 // FFN_SWIGLU: gate|up as one matmul when adjacent (else two), SwiGLU, down. For decode (N <= 16,
 // an MMVQ down weight) the SwiGLU kernel writes the down projection's q8_1 activations directly.
+// With expert ids in src[5] (a MoE FFN's three MUL_MAT_IDs at decode sizes): the activations
+// quantized once for gate and up, each (token, slot) pair through its expert's rows (mmvq_id, as
+// MUL_MAT_ID), the SwiGLU written as the down projection's q8_1 planes.
 #include <algorithm>
 #include <cstdlib>
 #include <string_view>
@@ -356,14 +359,69 @@ FfnPlan ffn_plan(const KernelContext& kc, const Tensor& node, const Tensor& x) {
   return p;
 }
 
+// The expert form's workspace: x's q8_1 planes, gate and up outputs [n_ff, k, T] f32, then the
+// q8_1 planes of the SwiGLU.
+struct FfnIdPlan {
+  size_t x_planes, g_bytes, h_planes;
+  size_t total() const { return x_planes + 2 * g_bytes + h_planes; }
+};
+
+FfnIdPlan ffn_id_plan(const Tensor& node) {
+  const Tensor &x = *node.src[0], &wg = *node.src[1], &ids = *node.src[5];
+  const int64_t n_embd = x.ne[0], n_ff = wg.ne[1], pairs = ids.ne[0] * ids.ne[1];
+  return {q8_plane_bytes(x.ne[1] * x.ne[2], n_embd), align256(static_cast<size_t>(n_ff * pairs) * 4),
+          q8_plane_bytes(pairs, n_ff)};
+}
+
+bool expert_weight_ok(const Tensor* w, int64_t K, int64_t M, int64_t n_expert) {
+  return w && mmvq_supported(w->type) && w->nb[0] == dtype_type_size(w->type) && w->ne[0] == K && w->ne[1] == M &&
+         w->ne[2] == n_expert && w->ne[3] == 1 && K % 32 == 0;
+}
+
+// The expert form: x f32 [n_embd, 1, T], ids I32 [k, T] with T within MUL_MAT_ID's MMVQ range,
+// gate/up [n_embd, n_ff, n_expert] and down [n_ff, n_embd, n_expert] of MMVQ types, no residual.
+bool s_ffn_swiglu_id(const Tensor& n) {
+  const Tensor *x = n.src[0], *wg = n.src[1], *wu = n.src[2], *wd = n.src[3], *ids = n.src[5];
+  if (n.src[4] || !x || x->type != DType::F32 || x->ne[1] != 1 || x->ne[3] != 1) return false;
+  if (ids->type != DType::I32 || ids->ne[1] != x->ne[2] || ids->ne[2] != 1 || ids->ne[1] > kMmvqRows) return false;
+  const int64_t n_embd = x->ne[0], n_ff = wg ? wg->ne[1] : 0, n_expert = wg ? wg->ne[2] : 0;
+  if (!expert_weight_ok(wg, n_embd, n_ff, n_expert) || !expert_weight_ok(wu, n_embd, n_ff, n_expert) ||
+      !expert_weight_ok(wd, n_ff, n_embd, n_expert))
+    return false;
+  return n.type == DType::F32 && n.is_contiguous() && n.ne[0] == n_embd && n.ne[1] == ids->ne[0] &&
+         n.ne[2] == ids->ne[1] && n.ne[3] == 1;
+}
+
+void k_ffn_swiglu_id(KernelContext& kc, Tensor& node) {
+  const Tensor &x = *node.src[0], &wg = *node.src[1], &wu = *node.src[2], &wd = *node.src[3], &ids = *node.src[5];
+  const int64_t n_embd = x.ne[0], n_ff = wg.ne[1], k = ids.ne[0], pairs = k * ids.ne[1];
+  if (pairs == 0) return;
+  const FfnIdPlan p = ffn_id_plan(node);
+  char* s = static_cast<char*>(kc.scratch_bytes(p.total()));
+  auto* xq = reinterpret_cast<int8_t*>(s);
+  auto* xd = reinterpret_cast<float2*>(s + align256(static_cast<size_t>(n_embd * x.ne[2])));
+  auto* g = reinterpret_cast<float*>(s + p.x_planes);
+  auto* u = reinterpret_cast<float*>(s + p.x_planes + p.g_bytes);
+  char* h = s + p.x_planes + 2 * p.g_bytes;
+  auto* hq = reinterpret_cast<int8_t*>(h);
+  auto* hd = reinterpret_cast<float2*>(h + align256(static_cast<size_t>(n_ff * pairs)));
+  quantize_q8_1(kc, td(x), x.type, xq, xd);
+  mmvq_id(kc, wg, ids, xq, xd, 1, g);
+  mmvq_id(kc, wu, ids, xq, xd, 1, u);
+  swiglu_q8_1(kc, td(f32_matrix(g, n_ff, pairs)), td(f32_matrix(u, n_ff, pairs)), hq, hd);
+  mmvq_id(kc, wd, ids, hq, hd, k, static_cast<float*>(node.data));
+}
+
 }  // namespace
 
 size_t w_ffn_swiglu(const KernelContext& kc, const Tensor& node) {
+  if (node.src[5]) return ffn_id_plan(node).total();
   const FfnPlan p = ffn_plan(kc, node, activation_shape(node));
   return p.gu_bytes + p.h_bytes + p.sub;
 }
 
 bool s_ffn_swiglu(const Tensor& n) {
+  if (n.src[5]) return s_ffn_swiglu_id(n);
   const Tensor *x = n.src[0], *wg = n.src[1], *wu = n.src[2], *wd = n.src[3], *r = n.src[4];
   if (!activations_ok(x) || !weight_ok(wg) || !weight_ok(wu) || !weight_ok(wd)) return false;
   // A residual (src[4]) is added by the MMVQ epilogue of the down projection.
@@ -372,6 +430,7 @@ bool s_ffn_swiglu(const Tensor& n) {
 }
 
 void k_ffn_swiglu(KernelContext& kc, Tensor& node) {
+  if (node.src[5]) return k_ffn_swiglu_id(kc, node);
   Tensor shape;
   const Tensor& x = fused_activations(kc, node, shape);
   const Tensor &wg = *node.src[1], &wu = *node.src[2], &wd = *node.src[3];

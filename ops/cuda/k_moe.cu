@@ -173,7 +173,52 @@ __global__ void __launch_bounds__(kPlanThreads) moe_plan_kernel(TD ids, int64_t 
   }
 }
 
+// ---------------------------------------------------------------- moe_sum
+
+constexpr int kMoeSumThreads = 256;
+
+// dst[:, t] = (r[:, t] +) sum over j of y[:, j, t] * w[j, t], each product rounded and the sum
+// taken in slot order, as the basic ops compute it (MUL, then the ADD chain over the slots, then
+// the residual ADD): the explicit _rn forms keep the compiler from contracting them into FMAs.
+__global__ void __launch_bounds__(kMoeSumThreads) moe_sum_kernel(TD y, TD w, TD r, bool has_r, int64_t n, float* dst) {
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * kMoeSumThreads + threadIdx.x, t = blockIdx.y;
+  if (e >= n) return;
+  const int64_t k = y.ne[1];
+  const char* yt = y.data + t * y.nb[2] + e * y.nb[0];
+  const char* wt = w.data + t * w.nb[2];
+  float s = 0.0f;
+#pragma unroll 8
+  for (int64_t j = 0; j < k; ++j) {
+    const float p = __fmul_rn(*reinterpret_cast<const float*>(yt + j * y.nb[1]), *reinterpret_cast<const float*>(wt + j * w.nb[1]));
+    s = j == 0 ? p : __fadd_rn(s, p);
+  }
+  if (has_r) s = __fadd_rn(*reinterpret_cast<const float*>(r.data + e * r.nb[0] + t * r.nb[1]), s);
+  dst[t * n + e] = s;
+}
+
 }  // namespace
+
+bool s_moe_sum(const Tensor& dst) {
+  const Tensor *y = dst.src[0], *w = dst.src[1], *r = dst.src[2];
+  if (!y || !w || y->type != DType::F32 || w->type != DType::F32 || dst.type != DType::F32 || !dst.is_contiguous())
+    return false;
+  if (y->ne[1] < 1 || y->ne[3] != 1 || w->ne[0] != 1 || w->ne[1] != y->ne[1] || w->ne[2] != y->ne[2] || w->ne[3] != 1)
+    return false;
+  if (dst.ne[0] != y->ne[0] || dst.ne[1] != y->ne[2] || dst.ne[2] != 1 || dst.ne[3] != 1) return false;
+  if (y->ne[2] > 65535) return false;  // grid y
+  return !r || (r->type == DType::F32 && same_shape(*r, dst));
+}
+
+void k_moe_sum(KernelContext& kc, Tensor& dst) {
+  const Tensor &y = *dst.src[0], &w = *dst.src[1];
+  const int64_t n = y.ne[0], T = y.ne[2];
+  if (n == 0 || T == 0) return;
+  const Tensor* r = dst.src[2];
+  const dim3 grid(static_cast<unsigned>(ceil_div(n, kMoeSumThreads)), static_cast<unsigned>(T));
+  moe_sum_kernel<<<grid, kMoeSumThreads, 0, kc.stream>>>(td(y), td(w), r ? td(*r) : td(y), r != nullptr, n,
+                                                         static_cast<float*>(dst.data));
+  kc.check_launch("moe_sum_kernel");
+}
 
 void k_top_k(KernelContext& kc, Tensor& dst) {
   const Tensor& x = *dst.src[0];

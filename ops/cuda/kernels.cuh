@@ -40,6 +40,10 @@ void k_cpy(KernelContext&, Tensor&);
 void k_argmax(KernelContext&, Tensor&);
 bool s_get_rows(const Tensor&);
 bool s_cpy(const Tensor&);
+/// Holds `stream` for `ns` nanoseconds (one thread spinning on the global timer): the per-kernel
+/// profile (CudaOptions::profile) queues a graph's launches behind it, so the events around each
+/// node time the kernel, not the host's launch of it.
+void profile_gate(cudaStream_t stream, int64_t ns);
 
 // k_norm.cu
 void k_rms_norm(KernelContext&, Tensor&);
@@ -65,6 +69,8 @@ void k_top_k(KernelContext&, Tensor&);
 void k_mul_mat_id(KernelContext&, Tensor&);
 bool s_mul_mat_id(const Tensor&);
 size_t w_mul_mat_id(const KernelContext&, const Tensor&);
+void k_moe_sum(KernelContext&, Tensor&);
+bool s_moe_sum(const Tensor&);
 
 // k_parallel.cu (the tensor-parallel collectives: NCCL when the backend joined a group, else a copy)
 void k_all_reduce(KernelContext&, Tensor&);

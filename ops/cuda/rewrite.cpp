@@ -5,9 +5,13 @@
 //   attention input   mul_mat(wq|wk|wv, x) (or three) -> views -> [add bias] -> [rms_norm q/k]
 //                     -> rope q, k -> kv_store k, v -> attention        =>  QKV (-> attention)
 //   SwiGLU MLP        mul_mat(wd, swiglu(mul_mat(wg|wu, x) views))      =>  FFN_SWIGLU
+//   MoE experts       mul_mat_id(wd, ids, swiglu(mul_mat_id(wg, ids, x), mul_mat_id(wu, ids, x)))
+//                     at MMVQ sizes                                     =>  FFN_SWIGLU + src[5] = ids
 //   residual          add(r, mul_mat(w, x))  at matrix-vector sizes     =>  MUL_MAT_ADD
 //                     add(r, FFN_SWIGLU)     at MMVQ sizes              =>  FFN_SWIGLU + src[4] = r
 //   prequantization   rms_norm -> QKV / FFN_SWIGLU at MMVQ sizes        =>  RMS_NORM_Q8_1 -> ...
+//   MoE output        add chain over the k slot views of mul(y, w)      =>  MOE_SUM(y, w)
+//                     add(r, MOE_SUM)                                   =>  MOE_SUM + src[2] = r
 //
 // A pattern is taken only when every inner node has no consumer outside it (its values are
 // needed nowhere else) and the fused kernel supports the node (s_qkv, ...); otherwise the basic
@@ -172,8 +176,32 @@ bool fuse_ffn(Context& ctx, const Uses& u, Tensor* d) {
   return false;
 }
 
-// ADD(r, t) where t (used only here) is a matrix-vector MUL_MAT or an MMVQ-sized FFN_SWIGLU: the
-// ADD node becomes t with r added in t's epilogue.
+// MUL_MAT_ID(wd, ids, SWIGLU(MUL_MAT_ID(wg, ids, x), MUL_MAT_ID(wu, ids, x))): the down node
+// becomes FFN_SWIGLU(x, wg, wu, wd) with the ids in src[5] (decode sizes; s_ffn_swiglu decides).
+bool fuse_ffn_id(const Uses& u, Tensor* d) {
+  Tensor* s = d->src[2];
+  if (!s || s->op != Op::SWIGLU || !u.single(s)) return false;
+  Tensor *g = s->src[0], *up = s->src[1], *ids = d->src[1];
+  if (!g || !up || g->op != Op::MUL_MAT_ID || up->op != Op::MUL_MAT_ID || !u.single(g) || !u.single(up)) return false;
+  if (g->src[1] != ids || up->src[1] != ids || g->src[2] != up->src[2]) return false;
+  const Tensor before = *d;
+  d->op = Op::FFN_SWIGLU;
+  d->op_params = {};
+  d->src = {};
+  d->src[0] = g->src[2];
+  d->src[1] = g->src[0];
+  d->src[2] = up->src[0];
+  d->src[3] = before.src[0];
+  d->src[5] = ids;
+  if (s_ffn_swiglu(*d)) return true;
+  d->op = before.op;
+  d->op_params = before.op_params;
+  d->src = before.src;
+  return false;
+}
+
+// ADD(r, t) where t (used only here) is a matrix-vector MUL_MAT, an MMVQ-sized FFN_SWIGLU or a
+// MOE_SUM: the ADD node becomes t with r added in t's epilogue.
 bool fuse_residual(const Uses& u, Tensor* add) {
   if (add->type != DType::F32 || !add->is_contiguous()) return false;
   for (int side : {1, 0}) {
@@ -189,11 +217,16 @@ bool fuse_residual(const Uses& u, Tensor* add) {
       add->src[1] = t->src[1];
       add->src[2] = r;
       if (s_mul_mat_add(*add)) return true;
-    } else if (t->op == Op::FFN_SWIGLU && !t->src[4]) {
+    } else if (t->op == Op::FFN_SWIGLU && !t->src[4] && !t->src[5]) {
       add->op = Op::FFN_SWIGLU;
       add->src = t->src;
       add->src[4] = r;
       if (s_ffn_swiglu(*add)) return true;
+    } else if (t->op == Op::MOE_SUM && !t->src[2]) {
+      add->op = Op::MOE_SUM;
+      add->src = t->src;
+      add->src[2] = r;
+      if (s_moe_sum(*add)) return true;
     }
     add->op = before.op;
     add->op_params = before.op_params;
@@ -202,11 +235,61 @@ bool fuse_residual(const Uses& u, Tensor* add) {
   return false;
 }
 
+// The slot j view of a MoE FFN's weighted expert outputs m = MUL(y [n, k, T], w [1, k, T]) (the
+// toolkit's MoeFfn): [n, T] with m's token stride, at offset j * m->nb[1], used only here.
+bool parse_slot(const Uses& u, const Tensor* v, const Tensor*& m, int64_t& j) {
+  if (!v || v->op != Op::VIEW || !u.single(v)) return false;
+  const Tensor* mm = v->src[0];
+  if (!mm || mm->op != Op::MUL || mm->type != DType::F32 || !mm->is_contiguous() || mm->ne[3] != 1) return false;
+  if (v->ne[0] != mm->ne[0] || v->ne[1] != mm->ne[2] || v->ne[2] != 1 || v->ne[3] != 1 || v->nb[1] != mm->nb[2] ||
+      v->view_offs % mm->nb[1] != 0)
+    return false;
+  if (m && m != mm) return false;
+  m = mm;
+  j = static_cast<int64_t>(v->view_offs / mm->nb[1]);
+  return true;
+}
+
+// ADD(ADD(... ADD(slot 0, slot 1) ..., slot k - 2), slot k - 1) over every slot of one MUL(y, w)
+// whose values go nowhere else: the top ADD becomes MOE_SUM(y, w), which adds in the same order.
+bool fuse_moe_sum(const Uses& u, Tensor* top) {
+  const Tensor* m = nullptr;
+  int64_t j = 0;
+  if (top->op != Op::ADD || !parse_slot(u, top->src[1], m, j)) return false;
+  const int64_t k = m->ne[1];
+  if (k < 2 || j != k - 1) return false;  // inner ADDs of a chain stop here
+  for (const Tensor* cur = top;; cur = cur->src[0]) {
+    if (cur->op != Op::ADD || cur->type != DType::F32 || (cur != top && !u.single(cur))) return false;
+    const int64_t want = j;
+    if (!parse_slot(u, cur->src[1], m, j) || j != want) return false;
+    if (j == 1) {
+      if (!parse_slot(u, cur->src[0], m, j) || j != 0) return false;
+      break;
+    }
+    --j;
+  }
+  Tensor *y = m->src[0], *w = m->src[1];
+  if (u(m) != k || !y || !w || !same_shape(*y, *m) || !y->is_contiguous()) return false;
+  if (top->ne[0] != m->ne[0] || top->ne[1] != m->ne[2]) return false;
+  const Tensor before = *top;
+  top->op = Op::MOE_SUM;
+  top->op_params = {};
+  top->src = {};
+  top->src[0] = y;
+  top->src[1] = w;
+  if (s_moe_sum(*top)) return true;
+  top->op = before.op;
+  top->op_params = before.op_params;
+  top->src = before.src;
+  return false;
+}
+
 // RMS_NORM whose only consumer is QKV / FFN_SWIGLU activations with every projection weight on
 // the MMVQ path: the norm writes the q8_1 planes those matmuls read, never the f32 rows.
 bool fuse_prequant(Context& ctx, const Uses& u, Tensor* c) {
   Tensor* r = c->src[0];
   if (!r || r->op != Op::RMS_NORM || !u.single(r)) return false;
+  if (c->op == Op::FFN_SWIGLU && c->src[5]) return false;  // the expert form quantizes x itself
   if (!is_f32_matrix(r) || r->ne[0] % 32 != 0) return false;
   const int64_t n = r->ne[0], rows = r->ne[1];
   const int last = c->op == Op::QKV ? 3 : 2;
@@ -231,6 +314,8 @@ void rewrite_graph(Context& ctx, Graph& g) {
     for (Tensor* t : g.nodes()) {
       if (t->op == Op::ATTENTION) changed += fuse_qkv(ctx, u, t);
       else if (t->op == Op::MUL_MAT) changed += fuse_ffn(ctx, u, t);
+      else if (t->op == Op::ADD) changed += fuse_moe_sum(u, t);
+      else if (t->op == Op::MUL_MAT_ID) changed += fuse_ffn_id(u, t);
     }
   }
   if (changed) g.rebuild();

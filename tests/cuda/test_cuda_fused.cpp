@@ -8,7 +8,8 @@
 // - the SwiGLU MLP -> FFN_SWIGLU;
 // - a whole decoder layer: RMS_NORM -> RMS_NORM_Q8_1 feeding QKV / FFN_SWIGLU, and the residual
 //   ADDs folded into MUL_MAT_ADD / FFN_SWIGLU at decode sizes;
-// - the residual added by MMQ's f16 kernel (big Q4_K / Q6_K weights).
+// - the residual added by MMQ's f16 kernel (big Q4_K / Q6_K weights);
+// - a MoE FFN's slot sum and residual -> MOE_SUM (also bit for bit against the basic ops on CUDA).
 // Each check also asserts which fused ops the rewritten graph holds, so a pattern that stops
 // matching fails here instead of silently running the basic ops.
 #include <gtest/gtest.h>
@@ -242,6 +243,44 @@ TEST(CudaFusedLayer, DecoderLayerThroughEveryRewrite) {
       EXPECT_EQ(n(Op::FFN_SWIGLU), 1) << what << ": fused " << show(f);
       EXPECT_EQ(n(Op::RMS_NORM_Q8_1), vec ? 2 : 0) << what << ": fused " << show(f);
       EXPECT_EQ(n(Op::MUL_MAT_ADD), vec ? 1 : 0) << what << ": fused " << show(f);
+    }
+}
+
+// A MoE FFN + residual (the Qwen3-MoE block): the ADD chain over the k slots and the residual ADD
+// become one MOE_SUM, and at decode sizes the three expert matmuls with their SwiGLU one
+// FFN_SWIGLU with ids — bit for bit what the basic ops give on the same device (same routing,
+// same quantization and dot products, same order of sums), and close to the CPU. Decode, MMQ and
+// prefill sizes.
+TEST(CudaFusedMoe, SlotSumAndResidualAreOneMoeSum) {
+  MINFER_REQUIRE_GPU();
+  static CudaBackend unfused(0, CudaOptions{.fusion = false});
+  const int64_t n_embd = 256, n_ff = 256, n_expert = 16;
+  for (int32_t k : {2, 8})
+    for (int64_t T : {1, 5, 40, 100}) {
+      const std::string what = fmt::format("moe k={} T={}", k, T);
+      auto build = [&](Context& ctx) {
+        Tensor* x = ctx.new_tensor(DType::F32, {n_embd, T}, "x");
+        models::MoeFfn moe;
+        moe.router = ctx.new_tensor(DType::F32, {n_embd, n_expert}, "w_router");
+        moe.gate_exps = ctx.new_tensor(DType::Q4_K, {n_embd, n_ff, n_expert}, "w_gate_exps");
+        moe.up_exps = ctx.new_tensor(DType::Q4_K, {n_embd, n_ff, n_expert}, "w_up_exps");
+        moe.down_exps = ctx.new_tensor(DType::Q6_K, {n_ff, n_embd, n_expert}, "w_down_exps");
+        moe.k = k;
+        return models::residual_add(ctx, x, moe.forward(ctx, x));
+      };
+      const FusedCount f = compare_fused(build, named_init(), 1e-3, what);
+      EXPECT_EQ(f.count(Op::MOE_SUM) ? f.at(Op::MOE_SUM) : 0, 1) << what << ": fused " << show(f);
+      // The experts' gate/up/SwiGLU/down as one FFN_SWIGLU where MUL_MAT_ID runs MMVQ (T <= 8).
+      EXPECT_EQ(f.count(Op::FFN_SWIGLU) ? f.at(Op::FFN_SWIGLU) : 0, T <= 8 ? 1 : 0) << what << ": fused " << show(f);
+      LeafData a(named_init()), b(named_init());
+      const auto fused = run_op(*gpu(), build, a);
+      const auto basic = run_op(unfused, build, b);
+      ASSERT_EQ(fused.values.size(), basic.values.size());
+      for (size_t i = 0; i < fused.values.size(); ++i) {
+        ASSERT_TRUE(std::isfinite(fused.values[i])) << what << " [" << i << "]";
+        ASSERT_EQ(fused.values[i], basic.values[i]) << what << " [" << i << "]: fused vs basic ops";
+      }
+      for (const Tensor* n : basic.graph.nodes()) EXPECT_FALSE(op_is_fused(n->op)) << what << ": --no-fusion fused";
     }
 }
 

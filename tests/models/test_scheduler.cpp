@@ -5,6 +5,8 @@
 // ending with every KV block free.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -85,6 +87,41 @@ TEST(Scheduler, SixteenGreedySequencesEqualTheirSoloRuns) {
   }
   EXPECT_EQ(runner.kv().pool().n_used(), 0);
   EXPECT_EQ(runner.kv().n_seq(), 0);
+}
+
+// The server's warm-up runs throwaway sequences through the runner: afterwards the sequences that
+// existed before hold what they held (their next logits bit for bit what a runner that never
+// warmed up computes), and the pool and the sequence slots are as they were.
+TEST(ModelRunner, WarmupFreesItsSequencesAndChangesNoResult) {
+  LOAD_OR_SKIP(L, "qwen3-s/qwen3-s-Q4_K_M.gguf");
+  RunnerParams rp;
+  rp.n_seq_max = 6;
+  rp.n_ctx = 6 * 128;
+  rp.n_batch = 48;
+  rp.block_size = 16;
+  const std::vector<int32_t> prompt = L.random_prompt(5, 40);
+  const int32_t next = prompt.front();
+  auto logits_after = [&](bool warm) {
+    ModelRunner runner(*L.model, L.cpu, rp);
+    const int32_t s = runner.kv().seq_new();
+    std::vector<BatchToken> batch;
+    for (int32_t t : prompt) batch.push_back({s, t, false});
+    runner.decode(batch);
+    const int32_t used = runner.kv().pool().n_used();
+    if (warm) {
+      runner.warmup(40);  // more rows than free slots: capped at the 5 free ones
+      EXPECT_EQ(runner.kv().n_seq(), 1);
+      EXPECT_EQ(runner.kv().pool().n_used(), used);
+      EXPECT_EQ(runner.kv().seq_len(s), static_cast<int32_t>(prompt.size()));
+    }
+    const BatchToken one{s, next, true};
+    const auto out = runner.decode(std::span<const BatchToken>(&one, 1));
+    return std::vector<float>(out.begin(), out.end());
+  };
+  const std::vector<float> cold = logits_after(false), warm = logits_after(true);
+  ASSERT_EQ(cold.size(), warm.size());
+  for (float v : warm) ASSERT_TRUE(std::isfinite(v));
+  EXPECT_EQ(std::memcmp(cold.data(), warm.data(), cold.size() * sizeof(float)), 0);
 }
 
 // The randomized run, with the prefix cache off (each preempted sequence is recomputed token by

@@ -2,10 +2,10 @@
 // (Backend::rewrite): no builder makes them, so a case of basic ops is what reaches them. The
 // fused tests build the toolkit's blocks (models/layers.h) and check both the values and which
 // fused ops the rewritten graph holds: tests/cuda/test_cuda_fused.cpp (QKV, FFN_SWIGLU,
-// MUL_MAT_ADD, RMS_NORM_Q8_1 against the CPU running the basic ops) and tests/ops/test_fused.cpp
+// MUL_MAT_ADD, RMS_NORM_Q8_1, MOE_SUM against the CPU running the basic ops) and tests/ops/test_fused.cpp
 // (the same blocks on the CPU against double references). Here: the probes that let the coverage
 // check see what a backend claims for the fused ops, made by the CUDA rewrite of a decode-sized
-// decoder layer.
+// decoder layer and a MoE FFN.
 #include "cases.h"
 #include "models/layers.h"
 
@@ -39,7 +39,14 @@ void add_fused_probes(Context& c, std::vector<Probe>& probes) {
   Tensor* h = models::residual_add(c, x, ops::mul_mat(c, c.new_tensor(DType::Q4_K, {256, 256}), reshape(c, a, {256, 4})));
   Tensor* wgu = c.new_tensor(DType::Q4_K, {256, 1024});
   models::SwiGluFfn ffn{slice(c, wgu, 1, 0, 512), slice(c, wgu, 1, 512, 512), c.new_tensor(DType::Q4_K, {512, 256})};
-  Graph g({models::residual_add(c, h, ffn.forward(c, ops::rms_norm(c, h, 1e-6f, f32({256}))))});
+  Tensor* out = models::residual_add(c, h, ffn.forward(c, ops::rms_norm(c, h, 1e-6f, f32({256}))));
+  models::MoeFfn moe;
+  moe.router = c.new_tensor(DType::F32, {256, 8});
+  moe.gate_exps = c.new_tensor(DType::Q4_K, {256, 256, 8});
+  moe.up_exps = c.new_tensor(DType::Q4_K, {256, 256, 8});
+  moe.down_exps = c.new_tensor(DType::Q6_K, {256, 256, 8});
+  moe.k = 2;
+  Graph g({models::residual_add(c, out, moe.forward(c, out))});
   cuda::rewrite_graph(c, g);
   for (Tensor* n : g.nodes())
     if (op_is_fused(n->op)) probes.push_back({std::string(op_name(n->op)) + " (fused, decode-sized layer)", n});
@@ -50,7 +57,7 @@ void add_fused_probes(Context& c, std::vector<Probe>& probes) {
 }
 
 const std::vector<std::string>& covered_by_fused_cases() {
-  static const std::vector<std::string> keys = {"QKV", "FFN_SWIGLU", "MUL_MAT_ADD", "RMS_NORM_Q8_1"};
+  static const std::vector<std::string> keys = {"QKV", "FFN_SWIGLU", "MUL_MAT_ADD", "RMS_NORM_Q8_1", "MOE_SUM"};
   return keys;
 }
 

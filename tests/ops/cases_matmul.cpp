@@ -61,6 +61,9 @@ struct Mm {
   DType wt, at;
   int64_t K, M, N, a2 = 1, b2 = 1;
   bool grid = false;
+  // The nmse of a handful of outputs spreads widely (7 values: a chi-squared of 7 degrees of
+  // freedom exceeds 3x its mean about once in a hundred draws): such cases scale the tolerance.
+  double tol_scale = 1;
 };
 
 void add_mm(std::vector<OpCase>& v, const std::string& name, Mm s) {
@@ -75,7 +78,7 @@ void add_mm(std::vector<OpCase>& v, const std::string& name, Mm s) {
     };
     r.reference = [=](const Inputs& in) { return matmul_ref(Nd(in[0]), Nd(in[1]), s.wt); };
     r.tol = 1e-10;
-    r.tol_device = device_tol(vs_cpu_tol(s.wt), 1e-10);
+    r.tol_device = device_tol(vs_cpu_tol(s.wt) * s.tol_scale, 1e-10);
     return r;
   }});
 }
@@ -88,7 +91,7 @@ void add_matmul_cases(std::vector<OpCase>& v) {
     for (DType at : {DType::F32, DType::F16})
       for (int64_t N : {1, 2, 7, 8, 9, 16, 17, 33, 64, 65})
         add_mm(v, fmt::format("mul_mat_{}_{}_n{}", dn(wt), dn(at), N), {wt, at, K, 37, N});
-    add_mm(v, fmt::format("mul_mat_{}_decode_m7", dn(wt)), {wt, DType::F32, K, 7, 1});
+    add_mm(v, fmt::format("mul_mat_{}_decode_m7", dn(wt)), {wt, DType::F32, K, 7, 1, 1, 1, false, 4.0});
     add_mm(v, fmt::format("mul_mat_{}_m300_k{}", dn(wt), 3 * K), {wt, DType::F32, 3 * K, 300, 1});  // several units per lane
     add_mm(v, fmt::format("mul_mat_{}_batch_bcast_n3", dn(wt)), {wt, DType::F32, K, 5, 3, 2, 6});    // ratio 3
     add_mm(v, fmt::format("mul_mat_{}_batch_bcast_n12", dn(wt)), {wt, DType::F32, K, 5, 12, 2, 4});  // the GEMM path
