@@ -203,25 +203,29 @@ void ModelRunner::compute_ranks(int64_t n_tokens, int64_t n_out, size_t n_logits
 }
 
 void ModelRunner::warmup(int32_t n_rows) {
+  const RunnerTimes before = times_;
   std::vector<int32_t> seqs;
   auto free_all = [&] {
     for (int32_t s : seqs) kv_.seq_free(s);
     seqs.clear();
   };
   try {
-    const int32_t rows = std::min({n_rows, params_.n_batch, kv_.n_seq_max() - kv_.n_seq()});
+    // What fits now: a sequence slot and a block per row, and two tokens in each sequence (one
+    // where a sequence holds a single token).
+    const int32_t rows = std::min({n_rows, params_.n_batch, kv_.n_seq_max() - kv_.n_seq(), kv_.pool().n_free()});
+    const int reps = std::min(kv_.n_ctx_seq(), kv_.block_size()) >= 2 ? 2 : 1;
     std::vector<BatchToken> batch;
     for (int64_t n = 1; rows > 0; n = n < 16 ? n + 1 : n + 16) {  // one batch per bucket
       const int64_t m = std::min<int64_t>(n, rows);
       while (static_cast<int64_t>(seqs.size()) < m) seqs.push_back(kv_.seq_new());
       batch.clear();
       for (int64_t i = 0; i < m; ++i) batch.push_back({seqs[static_cast<size_t>(i)], 0, true});
-      for (int rep = 0; rep < 2; ++rep) decode(batch);
+      for (int rep = 0; rep < reps; ++rep) decode(batch);
       free_all();
       if (m == rows) break;
     }
-    // One full ubatch (the prefill kernels), as far as one sequence may hold it.
-    const int32_t n_fill = std::min({params_.n_batch, kv_.n_ctx_seq(), kv_.n_ctx()});
+    // One full ubatch (the prefill kernels), as far as one sequence and the free cells hold it.
+    const int32_t n_fill = std::min({params_.n_batch, kv_.n_ctx_seq(), kv_.pool().n_free() * kv_.block_size()});
     if (n_fill > 0 && kv_.n_seq() < kv_.n_seq_max()) {
       seqs.push_back(kv_.seq_new());
       batch.assign(static_cast<size_t>(n_fill), BatchToken{seqs.front(), 0, false});
@@ -230,9 +234,11 @@ void ModelRunner::warmup(int32_t n_rows) {
     }
   } catch (...) {
     free_all();
+    times_ = before;
     throw;
   }
   free_all();
+  times_ = before;  // no request's work
 }
 
 std::span<const float> ModelRunner::decode(std::span<const BatchToken> batch) {

@@ -83,8 +83,10 @@ class ModelRunner {
   /// each bucket twice, so a CUDA backend captures its graph) and one full ubatch of one sequence,
   /// on sequences of its own that it frees again, so the first requests do not pay for building,
   /// capturing and loading kernels (what llama-server's warm-up does). n_rows is capped by the
-  /// free sequence slots; the pool's free blocks are used and released (a prefix cache loses its
-  /// least recently used blocks to it). Throws what decode() throws, after freeing its sequences.
+  /// free sequence slots and free blocks, the ubatch by what one sequence and the free cells
+  /// hold; the blocks are used and released (a prefix cache loses its least recently used blocks
+  /// to it). times() does not count it. Throws what decode() throws (out of memory, a device
+  /// error), after freeing its sequences.
   void warmup(int32_t n_rows);
 
   KvCache& kv() { return kv_; }

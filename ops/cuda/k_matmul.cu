@@ -63,7 +63,9 @@ __device__ __forceinline__ void wload8<__nv_bfloat16>(const __nv_bfloat16* p, fl
   }
 }
 
-// x: contiguous f32 activations [B3][B2][NC][K]. One warp per weight row.
+// x: contiguous f32 activations [B3][B2][NC][K]. One warp per weight row. The K loop is unrolled
+// so several iterations' loads are in flight (a router row of 2,048 is 8 iterations: one chain of
+// dependent loads each was the kernel's time); the sums keep their order.
 template <typename W, int NC, bool VEC>
 __global__ void __launch_bounds__(128) matvec_f_kernel(const char* w, int64_t w_nb1, int64_t w_nb2, int64_t w_nb3,
                                                         int64_t M, int64_t K, const float* x, int64_t r2, int64_t r3,
@@ -78,6 +80,7 @@ __global__ void __launch_bounds__(128) matvec_f_kernel(const char* w, int64_t w_
 #pragma unroll
   for (int c = 0; c < NC; ++c) acc[c] = 0.0f;
   if (VEC) {
+#pragma unroll 4
     for (int64_t k = lane * 8; k < K; k += 256) {
       float wv[8];
       wload8<W>(row + k, wv);
@@ -350,8 +353,13 @@ void matmul(KernelContext& kc, const Tensor& a, const Tensor& b, Tensor& dst) {
   }
   if (N <= kMatvecMaxRows && (a.type == DType::F32 || a.type == DType::F16 || a.type == DType::BF16)) {
     const int64_t rows = N * B2 * B3;
-    float* x = static_cast<float*>(kc.scratch_bytes(static_cast<size_t>(rows * K) * 4));
-    convert_act<ActMode::F32>(kc, b, x, 0);
+    // Contiguous f32 activations are read in place; others are converted into the workspace.
+    const float* x = static_cast<const float*>(b.data);
+    if (b.type != DType::F32 || !b.is_contiguous() || reinterpret_cast<uintptr_t>(b.data) % 16 != 0) {
+      float* xc = static_cast<float*>(kc.scratch_bytes(static_cast<size_t>(rows * K) * 4));
+      convert_act<ActMode::F32>(kc, b, xc, 0);
+      x = xc;
+    }
     const size_t es = dtype_type_size(a.type);
     const bool vec = K % 8 == 0 && a.nb[1] % (8 * es) == 0 && a.nb[2] % (8 * es) == 0 && a.nb[3] % (8 * es) == 0 &&
                      reinterpret_cast<uintptr_t>(a.data) % 32 == 0;

@@ -21,21 +21,25 @@ namespace {
 
 // ---------------------------------------------------------------- top_k
 
-// The documented total order of ops::top_k on (value, index) pairs: NaN first, then larger values,
-// then the lower index. Index -1 is "none" and ranks after everything.
-__device__ __forceinline__ bool ranks_before(float va, int ia, float vb, int ib) {
-  if (ia < 0) return false;
-  if (ib < 0) return true;
-  const bool na = isnan(va), nb = isnan(vb);
-  if (na || nb) return na && (!nb || ia < ib);
-  return va > vb || (va == vb && ia < ib);
+// The order as one 64-bit key, larger = ranked first: the value's bits mapped so unsigned order is
+// float order (-0 as +0, every NaN above +inf), then 2^31 - 1 - index (lower index first; the top
+// bit stays clear, so no key equals ~0, the sentinel above every key).
+__device__ __forceinline__ unsigned long long rank_key(float v, int i) {
+  uint32_t u;
+  if (isnan(v)) {
+    u = 0xffffffffu;
+  } else {
+    const uint32_t b = __float_as_uint(v == 0.0f ? 0.0f : v);
+    u = (b & 0x80000000u) ? ~b : b | 0x80000000u;
+  }
+  return (static_cast<unsigned long long>(u) << 32) | (0x7fffffffu - static_cast<uint32_t>(i));
 }
 
-// One warp per row. Pick r is the best element ranked after pick r - 1 (the order is strict and
-// total, so nothing needs marking): each lane scans its strided elements, then a butterfly
-// reduction leaves the same best pair in every lane. Rows of up to 32 R elements (R > 0: router
-// rows of up to 256 experts) are held in registers, read once; a row reread from memory for
-// each of the k picks made the kernel a chain of dependent loads (~10 us for 128 experts, k = 8).
+// One warp per row. Pick r is the largest key below pick r - 1's (the order is strict and total,
+// so nothing needs marking): each lane takes its best candidate, then a butterfly max leaves the
+// same key in every lane. Rows of up to 32 R elements (R > 0: router rows of up to 256 experts)
+// are held in registers as keys, read once; a row reread from memory for each of the k picks made
+// the kernel a chain of dependent loads (~10 us for 128 experts, k = 8).
 template <int R>
 __global__ void top_k_kernel(TD x, int64_t k, int32_t* dst) {
   const int lane = threadIdx.x;
@@ -43,42 +47,32 @@ __global__ void top_k_kernel(TD x, int64_t k, int32_t* dst) {
   split_row(blockIdx.x, x.ne, i1, i2, i3);
   const char* row = td_row(x, i1, i2, i3);
   const int n = static_cast<int>(x.ne[0]);
-  auto value = [&](int i) { return *reinterpret_cast<const float*>(row + i * x.nb[0]); };
-  float held[R > 0 ? R : 1];
+  auto key = [&](int i) { return rank_key(*reinterpret_cast<const float*>(row + i * x.nb[0]), i); };
+  unsigned long long held[R > 0 ? R : 1];
   if constexpr (R > 0) {
 #pragma unroll
-    for (int r = 0; r < R; ++r) held[r] = lane + 32 * r < n ? value(lane + 32 * r) : 0.0f;
+    for (int r = 0; r < R; ++r) held[r] = lane + 32 * r < n ? key(lane + 32 * r) : 0ull;
   }
-  float pv = 0.0f;
-  int pi = -1;
+  unsigned long long prev = ~0ull;  // above every key
   for (int64_t r = 0; r < k; ++r) {
-    float bv = 0.0f;
-    int bi = -1;
-    auto consider = [&](float v, int i) {
-      if ((pi < 0 || ranks_before(pv, pi, v, i)) && ranks_before(v, i, bv, bi)) {
-        bv = v;
-        bi = i;
-      }
-    };
+    unsigned long long best = 0;  // below every key
     if constexpr (R > 0) {
 #pragma unroll
       for (int j = 0; j < R; ++j)
-        if (lane + 32 * j < n) consider(held[j], lane + 32 * j);
+        if (held[j] < prev && held[j] > best) best = held[j];
     } else {
-      for (int i = lane; i < n; i += 32) consider(value(i), i);
+      for (int i = lane; i < n; i += 32) {
+        const unsigned long long c = key(i);
+        if (c < prev && c > best) best = c;
+      }
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-      if (ranks_before(ov, oi, bv, bi)) {
-        bv = ov;
-        bi = oi;
-      }
+      const unsigned long long other = __shfl_xor_sync(0xffffffffu, best, o);
+      best = other > best ? other : best;
     }
-    if (lane == 0) dst[static_cast<int64_t>(blockIdx.x) * k + r] = bi;
-    pv = bv;
-    pi = bi;
+    if (lane == 0) dst[static_cast<int64_t>(blockIdx.x) * k + r] = static_cast<int32_t>(0x7fffffffu - static_cast<uint32_t>(best));
+    prev = best;
   }
 }
 

@@ -2,7 +2,8 @@
 # One device call (carry [".dev", ".devab3"]: .dev from scripts/build_device.sh, .devab3/base-bench.xz
 # the base commit's minfer-bench, xz'd): the fused MoE tests, an interleaved A/B of a
 # Qwen3-30B-A3B-shaped Q4_K_M cut to N_LAYER blocks (the per-layer cost is the full model's; the
-# cut keeps mkmodel short), then a 7B B = 16 decode step by kernel (eager, --cuda-profile).
+# cut keeps mkmodel short), then a 7B B = 16 decode step by kernel (eager, --cuda-profile;
+# PROFILE_7B=0 skips it). CUDA_OPS_FILTER / OPS_FILTER: the tests run first.
 set -o pipefail
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib
 out=${OUT:-/tmp}
@@ -10,9 +11,14 @@ t0=$SECONDS
 left() { (( SECONDS - t0 < $1 )); }
 [[ -d .dev/bin ]] || python3 -c "import tarfile; tarfile.open('.dev/payload.tar.xz').extractall('.dev')"
 mkdir -p /tmp/base/bin && python3 -c "import lzma,shutil; shutil.copyfileobj(lzma.open('.devab3/base-bench.xz'), open('/tmp/base/bin/minfer-bench', 'wb'))" && chmod +x /tmp/base/bin/minfer-bench
-timeout 100 .dev/tests/test_cuda_ops --gtest_filter='CudaFused*' > $out/t_fused.log 2>&1
-echo "test_cuda_ops CudaFused* rc=$? $((SECONDS - t0)) s: $(grep -E '^\[  (PASSED|FAILED) ' $out/t_fused.log | tr '\n' ' ')"
+timeout 100 .dev/tests/test_cuda_ops --gtest_filter="${CUDA_OPS_FILTER:-CudaFused*}" > $out/t_fused.log 2>&1
+echo "test_cuda_ops rc=$? $((SECONDS - t0)) s: $(grep -E '^\[  (PASSED|FAILED) ' $out/t_fused.log | tr '\n' ' ')"
 grep -E '^\[  FAILED  \] [A-Za-z]|Failure|exception|Expected|Which is' $out/t_fused.log | head -12
+if [[ -n ${OPS_FILTER:-} ]]; then
+  timeout 120 .dev/tests/test_backend_ops --gtest_filter="$OPS_FILTER" > $out/t_ops.log 2>&1
+  echo "test_backend_ops rc=$? $((SECONDS - t0)) s: $(grep -E '^\[  (PASSED|FAILED) ' $out/t_ops.log | tr '\n' ' ')"
+  grep -E '^\[  FAILED  \] [a-zA-Z]|nmse' $out/t_ops.log | head -12
+fi
 
 a3b=/tmp/a3b.gguf
 [[ -f $a3b ]] || .dev/bin/minfer-mkmodel -q -o $a3b --shape qwen3-30b-a3b --n-layer ${N_LAYER:-16} --type Q4_K_M > $out/mk_a3b.log 2>&1 || tail -3 $out/mk_a3b.log
@@ -26,7 +32,7 @@ echo "A/B $((SECONDS - t0)) s"
 timeout 60 .dev/bin/minfer-bench -m $a3b --device cuda --no-cuda-graphs --cuda-profile -p 0 -n 8 -r 1 > $out/profile_a3b.log 2>&1
 grep -E 'kernel nodes|\[cuda profile\]   ' $out/profile_a3b.log | grep -v 'graph ' | head -40
 
-if left 420; then
+if [[ ${PROFILE_7B:-1} == 1 ]] && left 420; then
   m=/tmp/7b.gguf
   [[ -f $m ]] || .dev/bin/minfer-mkmodel -q -o $m --shape qwen2.5-7b --type Q4_K_M > $out/mkmodel.log 2>&1
   echo "mkmodel 7b $((SECONDS - t0)) s"
