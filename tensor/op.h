@@ -41,7 +41,7 @@ enum class Op : int32_t {
   // Fused ops: no builder makes them. A backend's graph rewrite (Backend::rewrite) creates them
   // from patterns of basic ops before allocation, for its own kernels; the CUDA patterns and
   // sources are in ops/cuda/rewrite.cpp. Other backends never see them.
-  FFN_SWIGLU,     // down(silu(gate x) * up x) (+ residual)
+  FFN_SWIGLU,     // down(silu(gate x) * up x) (+ residual); ids in src[5]: each token's experts (MoE)
   QKV,            // q/k/v matmul(s) (+bias, +q/k norm) + RoPE + KV store of k and v; yields Q
   MUL_MAT_ADD,    // a x + residual
   RMS_NORM_Q8_1,  // rms_norm(x) * weight, written as the q8_1 planes its consumer's matmul reads
