@@ -48,6 +48,23 @@ bool is_f32_matrix(const Tensor* t) {
   return t && t->type == DType::F32 && t->is_contiguous() && t->ne[2] == 1 && t->ne[3] == 1;
 }
 
+using Sources = decltype(Tensor::src);
+
+// Turns node n into `op` with sources `src` and `params` when the fused kernel supports the result
+// (`ok`); otherwise n stays as it was. The one way a pattern retargets a node in place.
+bool retarget(Tensor* n, Op op, const Sources& src, bool (*ok)(const Tensor&),
+              const decltype(Tensor::op_params)& params = {}) {
+  const Tensor before = *n;
+  n->op = op;
+  n->op_params = params;
+  n->src = src;
+  if (ok(*n)) return true;
+  n->op = before.op;
+  n->op_params = before.op_params;
+  n->src = before.src;
+  return false;
+}
+
 // One head group of the attention input: rows [row0, row0 + heads * hd) of the projection `mm`
 // viewed as heads, with the optional bias and per-head RMSNorm applied to them.
 struct Heads {
@@ -161,19 +178,12 @@ bool fuse_ffn(Context& ctx, const Uses& u, Tensor* d) {
     return false;
   }
   if (!is_f32_matrix(x)) return false;
-  const Tensor before = *d;
-  d->op = Op::FFN_SWIGLU;
-  d->op_params = {};
-  d->src = {};
-  d->src[0] = x;
-  d->src[1] = wg;
-  d->src[2] = wu;
-  d->src[3] = before.src[0];
-  if (s_ffn_swiglu(*d)) return true;
-  d->op = before.op;
-  d->op_params = before.op_params;
-  d->src = before.src;
-  return false;
+  Sources src{};
+  src[0] = x;
+  src[1] = wg;
+  src[2] = wu;
+  src[3] = d->src[0];
+  return retarget(d, Op::FFN_SWIGLU, src, s_ffn_swiglu);
 }
 
 // MUL_MAT_ID(wd, ids, SWIGLU(MUL_MAT_ID(wg, ids, x), MUL_MAT_ID(wu, ids, x))): the down node
@@ -184,20 +194,13 @@ bool fuse_ffn_id(const Uses& u, Tensor* d) {
   Tensor *g = s->src[0], *up = s->src[1], *ids = d->src[1];
   if (!g || !up || g->op != Op::MUL_MAT_ID || up->op != Op::MUL_MAT_ID || !u.single(g) || !u.single(up)) return false;
   if (g->src[1] != ids || up->src[1] != ids || g->src[2] != up->src[2]) return false;
-  const Tensor before = *d;
-  d->op = Op::FFN_SWIGLU;
-  d->op_params = {};
-  d->src = {};
-  d->src[0] = g->src[2];
-  d->src[1] = g->src[0];
-  d->src[2] = up->src[0];
-  d->src[3] = before.src[0];
-  d->src[5] = ids;
-  if (s_ffn_swiglu(*d)) return true;
-  d->op = before.op;
-  d->op_params = before.op_params;
-  d->src = before.src;
-  return false;
+  Sources src{};
+  src[0] = g->src[2];
+  src[1] = g->src[0];
+  src[2] = up->src[0];
+  src[3] = d->src[0];
+  src[5] = ids;
+  return retarget(d, Op::FFN_SWIGLU, src, s_ffn_swiglu);
 }
 
 // ADD(r, t) where t (used only here) is a matrix-vector MUL_MAT, an MMVQ-sized FFN_SWIGLU or a
@@ -208,29 +211,17 @@ bool fuse_residual(const Uses& u, Tensor* add) {
     Tensor *t = add->src[side], *r = add->src[1 - side];
     if (!t || !r || t == r || !u.single(t)) continue;
     if (!same_shape(*t, *add) || !same_shape(*r, *add)) continue;
-    const Tensor before = *add;
-    add->op_params = t->op_params;
+    Sources src = t->src;
     if (t->op == Op::MUL_MAT) {
-      add->op = Op::MUL_MAT_ADD;
-      add->src = {};
-      add->src[0] = t->src[0];
-      add->src[1] = t->src[1];
-      add->src[2] = r;
-      if (s_mul_mat_add(*add)) return true;
+      src[2] = r;
+      if (retarget(add, Op::MUL_MAT_ADD, src, s_mul_mat_add, t->op_params)) return true;
     } else if (t->op == Op::FFN_SWIGLU && !t->src[4] && !t->src[5]) {
-      add->op = Op::FFN_SWIGLU;
-      add->src = t->src;
-      add->src[4] = r;
-      if (s_ffn_swiglu(*add)) return true;
+      src[4] = r;
+      if (retarget(add, Op::FFN_SWIGLU, src, s_ffn_swiglu, t->op_params)) return true;
     } else if (t->op == Op::MOE_SUM && !t->src[2]) {
-      add->op = Op::MOE_SUM;
-      add->src = t->src;
-      add->src[2] = r;
-      if (s_moe_sum(*add)) return true;
+      src[2] = r;
+      if (retarget(add, Op::MOE_SUM, src, s_moe_sum, t->op_params)) return true;
     }
-    add->op = before.op;
-    add->op_params = before.op_params;
-    add->src = before.src;
   }
   return false;
 }
@@ -271,17 +262,10 @@ bool fuse_moe_sum(const Uses& u, Tensor* top) {
   Tensor *y = m->src[0], *w = m->src[1];
   if (u(m) != k || !y || !w || !same_shape(*y, *m) || !y->is_contiguous()) return false;
   if (top->ne[0] != m->ne[0] || top->ne[1] != m->ne[2]) return false;
-  const Tensor before = *top;
-  top->op = Op::MOE_SUM;
-  top->op_params = {};
-  top->src = {};
-  top->src[0] = y;
-  top->src[1] = w;
-  if (s_moe_sum(*top)) return true;
-  top->op = before.op;
-  top->op_params = before.op_params;
-  top->src = before.src;
-  return false;
+  Sources src{};
+  src[0] = y;
+  src[1] = w;
+  return retarget(top, Op::MOE_SUM, src, s_moe_sum);
 }
 
 // RMS_NORM whose only consumer is QKV / FFN_SWIGLU activations with every projection weight on

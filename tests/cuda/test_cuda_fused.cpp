@@ -9,7 +9,9 @@
 // - a whole decoder layer: RMS_NORM -> RMS_NORM_Q8_1 feeding QKV / FFN_SWIGLU, and the residual
 //   ADDs folded into MUL_MAT_ADD / FFN_SWIGLU at decode sizes;
 // - the residual added by MMQ's f16 kernel (big Q4_K / Q6_K weights);
-// - a MoE FFN's slot sum and residual -> MOE_SUM (also bit for bit against the basic ops on CUDA).
+// - a MoE FFN's slot sum and residual -> MOE_SUM, its experts -> FFN_SWIGLU with ids (also bit for
+//   bit against the basic ops on CUDA);
+// - every pattern on a layer graph without a device (the rewrite alone).
 // Each check also asserts which fused ops the rewritten graph holds, so a pattern that stops
 // matching fails here instead of silently running the basic ops.
 #include <gtest/gtest.h>
@@ -244,6 +246,57 @@ TEST(CudaFusedLayer, DecoderLayerThroughEveryRewrite) {
       EXPECT_EQ(n(Op::RMS_NORM_Q8_1), vec ? 2 : 0) << what << ": fused " << show(f);
       EXPECT_EQ(n(Op::MUL_MAT_ADD), vec ? 1 : 0) << what << ": fused " << show(f);
     }
+}
+
+// The rewrite itself needs no device (cuda::rewrite_graph): a decode-sized Qwen2 layer (q/k/v
+// biases) followed by a MoE FFN takes every pattern — also on machines without a GPU, where the
+// tests above skip.
+TEST(CudaRewrite, DecodeLayerAndMoeTakeEveryPatternWithoutADevice) {
+  Context c;
+  auto f32 = [&](std::initializer_list<int64_t> ne) { return c.new_tensor(DType::F32, ne); };
+  const int64_t n_embd = 256, T = 4;
+  Tensor* pos = c.new_tensor(DType::I32, {T});
+  Tensor* wqkv = c.new_tensor(DType::Q4_K, {n_embd, 64 * 8});
+  models::Attention att;
+  att.wq = slice(c, wqkv, 1, 0, 256);
+  att.wk = slice(c, wqkv, 1, 256, 128);
+  att.wv = slice(c, wqkv, 1, 384, 128);
+  att.bq = f32({256});
+  att.bk = f32({128});
+  att.bv = f32({128});
+  models::AttentionParams ap;
+  ap.n_head = 4;
+  ap.n_head_kv = 2;
+  ap.head_dim = 64;
+  ap.head_dim_v = 64;
+  Tensor* kc = c.new_tensor(DType::F16, {64, 2, 16});
+  Tensor* vc = c.new_tensor(DType::F16, {64, 2, 16});
+  Tensor* x = f32({n_embd, T});
+  const auto pr = att.project(c, ops::rms_norm(c, x, 1e-6f, f32({n_embd})), pos, pos, kc, vc, ap);
+  Tensor* a = ops::attention(c, pr.q, pr.k_store, pr.v_store, pos, pos, c.new_tensor(DType::I32, {1, 1}), 16, 0.125f);
+  Tensor* h = models::residual_add(c, x, ops::mul_mat(c, c.new_tensor(DType::Q4_K, {n_embd, n_embd}), reshape(c, a, {n_embd, T})));
+  Tensor* wgu = c.new_tensor(DType::Q4_K, {n_embd, 1024});
+  models::SwiGluFfn ffn{slice(c, wgu, 1, 0, 512), slice(c, wgu, 1, 512, 512), c.new_tensor(DType::Q6_K, {512, n_embd}), {}};
+  h = models::residual_add(c, h, ffn.forward(c, ops::rms_norm(c, h, 1e-6f, f32({n_embd}))));
+  models::MoeFfn moe;
+  moe.router = f32({n_embd, 8});
+  moe.gate_exps = c.new_tensor(DType::Q4_K, {n_embd, 256, 8});
+  moe.up_exps = c.new_tensor(DType::Q4_K, {n_embd, 256, 8});
+  moe.down_exps = c.new_tensor(DType::Q6_K, {256, n_embd, 8});
+  moe.k = 2;
+  Graph g({models::residual_add(c, h, moe.forward(c, ops::rms_norm(c, h, 1e-6f, f32({n_embd}))))});
+  cuda::rewrite_graph(c, g);
+  FusedCount f;
+  for (const Tensor* n : g.nodes())
+    if (op_is_fused(n->op)) ++f[n->op];
+  auto n = [&](Op op) { return f.count(op) ? f.at(op) : 0; };
+  EXPECT_EQ(n(Op::QKV), 1) << show(f);
+  EXPECT_EQ(n(Op::RMS_NORM_Q8_1), 2) << show(f);  // the attention's norm with q/k/v biases too
+  EXPECT_EQ(n(Op::MUL_MAT_ADD), 1) << show(f);
+  EXPECT_EQ(n(Op::FFN_SWIGLU), 2) << show(f);  // the dense MLP (+ residual) and the experts
+  EXPECT_EQ(n(Op::MOE_SUM), 1) << show(f);
+  for (const Tensor* node : g.nodes())
+    if (node->op == Op::MOE_SUM) EXPECT_NE(node->src[2], nullptr) << "the residual was not folded into MOE_SUM";
 }
 
 // A MoE FFN + residual (the Qwen3-MoE block): the ADD chain over the k slots and the residual ADD
