@@ -62,6 +62,16 @@ void send_error(httplib::Response& res, int status, const std::string& message) 
   res.set_content(dump(error_json(message, status)), "application/json");
 }
 
+// The methods a route answers, for Allow headers (405 and the CORS preflight): its own, HEAD with
+// GET, and OPTIONS.
+std::string allowed_methods(const std::string& route_method) {
+  return route_method == "GET" ? "GET, HEAD, OPTIONS" : route_method + ", OPTIONS";
+}
+
+constexpr const char* kBadKey = "invalid or missing API key (send Authorization: Bearer KEY)";
+
+std::string too_large(size_t max_body) { return fmt::format("the request body is larger than --max-body ({} bytes)", max_body); }
+
 // An error for a request whose body (or the rest of it) stays unread: the connection ends after
 // it (the post-routing handler closes on "Connection: close"), since those bytes are no request.
 void refuse_unread(const httplib::Request& req, httplib::Response& res, int status, const std::string& message) {
@@ -541,7 +551,7 @@ void Server::install(HttpServer& http) {
       }
     // Every 405 is answered here, with the methods the OPTIONS preflight lists.
     const auto not_allowed = [&] {
-      res.set_header("Allow", *method == "GET" ? "GET, HEAD, OPTIONS" : *method + ", OPTIONS");
+      res.set_header("Allow", allowed_methods(*method));
       send_error(res, 405, fmt::format("{} {}: method not allowed (use {})", req.method, req.path, *method));
       return httplib::Server::HandlerResponse::Handled;
     };
@@ -568,7 +578,7 @@ void Server::install(HttpServer& http) {
     if (cl.empty() || cl.size() > 18 || !std::all_of(cl.begin(), cl.end(), [](char c) { return c >= '0' && c <= '9'; }))
       return refuse(400, fmt::format("invalid Content-Length '{}'", cl.substr(0, 40)));
     if (std::stoull(cl) > params_.max_body)
-      return refuse(413, fmt::format("the request body is larger than --max-body ({} bytes)", params_.max_body));
+      return refuse(413, too_large(params_.max_body));
     // Every body is JSON whatever its Content-Type, as in llama-server. `curl -d` labels its data
     // application/x-www-form-urlencoded, and httplib parses such bodies as form fields and refuses
     // any past 8 KiB with 413 (a compile-time limit of the packaged library, not --max-body): a
@@ -612,7 +622,7 @@ void Server::install(HttpServer& http) {
   http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     std::string msg = res.status == 404   ? "no such endpoint"
-                      : res.status == 413 ? fmt::format("the request body is larger than --max-body ({} bytes)", params_.max_body)
+                      : res.status == 413 ? too_large(params_.max_body)
                       : res.status == 400 ? "the request could not be read (malformed HTTP, or it did not arrive within the read timeout)"
                                           : "request failed";
     res.set_content(dump(error_json(fmt::format("{} {}: {}", req.method, req.path, msg), res.status)), "application/json");
@@ -636,11 +646,9 @@ void Server::install(HttpServer& http) {
   // request.
   auto route = [this, &http, routes](const std::string& path, const char* method, Handler h, bool open = false) {
     routes->emplace_back(std::regex(path), method);
-    Handler wrapped = [this, h, open](const httplib::Request& req, httplib::Response& res) {
-      if (!open && !authorized(req)) {
-        res.set_header("WWW-Authenticate", "Bearer");
-        return send_error(res, 401, "invalid or missing API key (send Authorization: Bearer KEY)");
-      }
+    // The handler behind the key check (which each method makes where it can: a POST before
+    // reading its body).
+    Handler serve = [h](const httplib::Request& req, httplib::Response& res) {
       try {
         h(req, res);
       } catch (const BadRequest& e) {
@@ -653,7 +661,7 @@ void Server::install(HttpServer& http) {
     // A browser's CORS preflight before a call with an API key or a JSON body: no key needed
     // (a preflight never carries one), 204 with what the path accepts.
     Handler preflight = [allowed](const httplib::Request&, httplib::Response& res) {
-      const std::string methods = allowed == "GET" ? "GET, HEAD, OPTIONS" : allowed + ", OPTIONS";
+      const std::string methods = allowed_methods(allowed);
       res.status = 204;
       res.set_header("Allow", methods);
       res.set_header("Access-Control-Allow-Methods", methods);
@@ -662,14 +670,20 @@ void Server::install(HttpServer& http) {
     };
     http.Options(path, preflight);
     if (allowed == "GET") {
-      http.Get(path, wrapped);
+      http.Get(path, [this, serve, open](const httplib::Request& req, httplib::Response& res) {
+        if (!open && !authorized(req)) {
+          res.set_header("WWW-Authenticate", "Bearer");
+          return send_error(res, 401, kBadKey);
+        }
+        serve(req, res);
+      });
       return;
     }
-    http.Post(path, [this, wrapped, open](const httplib::Request& req, httplib::Response& res,
-                                          const httplib::ContentReader& read) {
+    http.Post(path, [this, serve, open](const httplib::Request& req, httplib::Response& res,
+                                        const httplib::ContentReader& read) {
       if (!open && !authorized(req)) {
         res.set_header("WWW-Authenticate", "Bearer");
-        return refuse_unread(req, res, 401, "invalid or missing API key (send Authorization: Bearer KEY)");
+        return refuse_unread(req, res, 401, kBadKey);
       }
       std::string body;
       bool too_big = false;
@@ -679,12 +693,12 @@ void Server::install(HttpServer& http) {
         return true;
       });
       if (too_big)
-        return refuse_unread(req, res, 413, fmt::format("the request body is larger than --max-body ({} bytes)", params_.max_body));
+        return refuse_unread(req, res, 413, too_large(params_.max_body));
       if (!ok)
         return refuse_unread(req, res, 400, "the request body could not be read (malformed chunked encoding, or it did not arrive within the read timeout)");
       // httplib hands a non-const Request as const; the route handlers read the body from it.
       const_cast<std::string&>(req.body) = std::move(body);
-      wrapped(req, res);
+      serve(req, res);
     });
   };
 
