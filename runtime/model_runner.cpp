@@ -215,7 +215,7 @@ void ModelRunner::warmup(int32_t n_rows) {
     const int32_t rows = std::min({n_rows, params_.n_batch, kv_.n_seq_max() - kv_.n_seq(), kv_.pool().n_free()});
     const int reps = std::min(kv_.n_ctx_seq(), kv_.block_size()) >= 2 ? 2 : 1;
     std::vector<BatchToken> batch;
-    for (int64_t n = 1; rows > 0; n = n < 16 ? n + 1 : n + 16) {  // one batch per bucket
+    for (int64_t n = 1; rows > 0; n = bucket(n + 1)) {  // the largest size of each bucket
       const int64_t m = std::min<int64_t>(n, rows);
       while (static_cast<int64_t>(seqs.size()) < m) seqs.push_back(kv_.seq_new());
       batch.clear();

@@ -246,19 +246,16 @@ bool parse_slot(const Uses& u, const Tensor* v, const Tensor*& m, int64_t& j) {
 bool fuse_moe_sum(const Uses& u, Tensor* top) {
   const Tensor* m = nullptr;
   int64_t j = 0;
-  if (top->op != Op::ADD || !parse_slot(u, top->src[1], m, j)) return false;
+  if (top->op != Op::ADD || top->type != DType::F32 || !parse_slot(u, top->src[1], m, j)) return false;
   const int64_t k = m->ne[1];
   if (k < 2 || j != k - 1) return false;  // inner ADDs of a chain stop here
-  for (const Tensor* cur = top;; cur = cur->src[0]) {
-    if (cur->op != Op::ADD || cur->type != DType::F32 || (cur != top && !u.single(cur))) return false;
-    const int64_t want = j;
-    if (!parse_slot(u, cur->src[1], m, j) || j != want) return false;
-    if (j == 1) {
-      if (!parse_slot(u, cur->src[0], m, j) || j != 0) return false;
-      break;
-    }
-    --j;
+  const Tensor* cur = top;                 // adds slot s to the sum of slots 0 .. s - 1
+  for (int64_t s = k - 2; s >= 1; --s) {
+    cur = cur->src[0];
+    if (cur->op != Op::ADD || cur->type != DType::F32 || !u.single(cur) || !parse_slot(u, cur->src[1], m, j) || j != s)
+      return false;
   }
+  if (!parse_slot(u, cur->src[0], m, j) || j != 0) return false;
   Tensor *y = m->src[0], *w = m->src[1];
   if (u(m) != k || !y || !w || !same_shape(*y, *m) || !y->is_contiguous()) return false;
   if (top->ne[0] != m->ne[0] || top->ne[1] != m->ne[2]) return false;
@@ -273,7 +270,6 @@ bool fuse_moe_sum(const Uses& u, Tensor* top) {
 bool fuse_prequant(Context& ctx, const Uses& u, Tensor* c) {
   Tensor* r = c->src[0];
   if (!r || r->op != Op::RMS_NORM || !u.single(r)) return false;
-  if (c->op == Op::FFN_SWIGLU && c->src[5]) return false;  // the expert form quantizes x itself
   if (!is_f32_matrix(r) || r->ne[0] % 32 != 0) return false;
   const int64_t n = r->ne[0], rows = r->ne[1];
   const int last = c->op == Op::QKV ? 3 : 2;

@@ -10,9 +10,9 @@
 
 namespace minfer::test {
 
-/// x: f32 [256, T] -> the MoE layer's output after the decoder layer; T <= 8 keeps every decode
-/// pattern (MMVQ sizes).
-inline Tensor* layer_and_moe_graph(Context& c, int64_t T) {
+/// x: f32 [256, T] -> the MoE layer's output (8 experts, k of them per token) after the decoder
+/// layer; T <= 8 keeps every decode pattern (MMVQ sizes).
+inline Tensor* layer_and_moe_graph(Context& c, int64_t T, int32_t k = 2) {
   auto f32 = [&](std::initializer_list<int64_t> ne) { return c.new_tensor(DType::F32, ne); };
   const int64_t n_embd = 256;
   Tensor* pos = c.new_tensor(DType::I32, {T});
@@ -43,7 +43,7 @@ inline Tensor* layer_and_moe_graph(Context& c, int64_t T) {
   moe.gate_exps = c.new_tensor(DType::Q4_K, {n_embd, 256, 8});
   moe.up_exps = c.new_tensor(DType::Q4_K, {n_embd, 256, 8});
   moe.down_exps = c.new_tensor(DType::Q6_K, {256, n_embd, 8});
-  moe.k = 2;
+  moe.k = k;
   return models::residual_add(c, h, moe.forward(c, ops::rms_norm(c, h, 1e-6f, f32({n_embd}))));
 }
 

@@ -253,20 +253,26 @@ TEST(CudaFusedLayer, DecoderLayerThroughEveryRewrite) {
 // biases) followed by a MoE FFN takes every pattern — also on machines without a GPU, where the
 // tests above skip.
 TEST(CudaRewrite, DecodeLayerAndMoeTakeEveryPatternWithoutADevice) {
-  Context c;
-  Graph g({layer_and_moe_graph(c, 4)});
-  cuda::rewrite_graph(c, g);
-  FusedCount f;
-  for (const Tensor* n : g.nodes())
-    if (op_is_fused(n->op)) ++f[n->op];
-  auto n = [&](Op op) { return f.count(op) ? f.at(op) : 0; };
-  EXPECT_EQ(n(Op::QKV), 1) << show(f);
-  EXPECT_EQ(n(Op::RMS_NORM_Q8_1), 2) << show(f);  // the attention's norm with q/k/v biases too
-  EXPECT_EQ(n(Op::MUL_MAT_ADD), 1) << show(f);
-  EXPECT_EQ(n(Op::FFN_SWIGLU), 2) << show(f);  // the dense MLP (+ residual) and the experts
-  EXPECT_EQ(n(Op::MOE_SUM), 1) << show(f);
-  for (const Tensor* node : g.nodes())
-    if (node->op == Op::MOE_SUM) EXPECT_NE(node->src[2], nullptr) << "the residual was not folded into MOE_SUM";
+  for (int32_t k : {2, 3, 8}) {  // slot-sum chains of 1, 2 and 7 ADDs
+    Context c;
+    Graph g({layer_and_moe_graph(c, 4, k)});
+    cuda::rewrite_graph(c, g);
+    FusedCount f;
+    for (const Tensor* n : g.nodes())
+      if (op_is_fused(n->op)) ++f[n->op];
+    auto n = [&](Op op) { return f.count(op) ? f.at(op) : 0; };
+    EXPECT_EQ(n(Op::QKV), 1) << "k=" << k << ": " << show(f);
+    EXPECT_EQ(n(Op::RMS_NORM_Q8_1), 2) << "k=" << k << ": " << show(f);  // the attention's norm with q/k/v biases too
+    EXPECT_EQ(n(Op::MUL_MAT_ADD), 1) << "k=" << k << ": " << show(f);
+    EXPECT_EQ(n(Op::FFN_SWIGLU), 2) << "k=" << k << ": " << show(f);  // the dense MLP (+ residual) and the experts
+    EXPECT_EQ(n(Op::MOE_SUM), 1) << "k=" << k << ": " << show(f);
+    int adds = 0;
+    for (const Tensor* node : g.nodes()) {
+      if (node->op == Op::MOE_SUM) EXPECT_NE(node->src[2], nullptr) << "k=" << k << ": the residual was not folded into MOE_SUM";
+      adds += node->op == Op::ADD;
+    }
+    EXPECT_EQ(adds, 0) << "k=" << k << ": ADDs left beside the fused ops";
+  }
 }
 
 // A MoE FFN + residual (the Qwen3-MoE block): the ADD chain over the k slots and the residual ADD
