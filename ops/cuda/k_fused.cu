@@ -184,9 +184,9 @@ const Tensor& fused_activations(KernelContext& kc, const Tensor& node, Tensor& s
   shape.nb = in.nb;
   shape.data = nullptr;  // matmul() reads the planes instead
   kc.prequant_src = &shape;
-  kc.prequant_qs = static_cast<const int8_t*>(x.data);
-  kc.prequant_ds = reinterpret_cast<const float2*>(static_cast<const char*>(x.data) +
-                                                   align256(static_cast<size_t>(in.ne[0] * in.nrows())));
+  const Q8Planes planes = q8_planes(x.data, in.nrows(), in.ne[0]);
+  kc.prequant_qs = planes.qs;
+  kc.prequant_ds = planes.ds;
   return shape;
 }
 
@@ -335,7 +335,7 @@ namespace {
 struct FfnPlan {
   bool one_matmul, q8;
   Tensor wgu;  // wg|wu as one weight (one_matmul)
-  size_t gu_bytes, q8_planes, h_bytes, sub;
+  size_t gu_bytes, q8_bytes, h_bytes, sub;
 };
 
 FfnPlan ffn_plan(const KernelContext& kc, const Tensor& node, const Tensor& x) {
@@ -352,8 +352,8 @@ FfnPlan ffn_plan(const KernelContext& kc, const Tensor& node, const Tensor& x) {
   }
   p.q8 = matmul_is_mmvq(wd, N);
   p.gu_bytes = align256(static_cast<size_t>(2 * n_ff * N) * 4);
-  p.q8_planes = align256(static_cast<size_t>(n_ff * N)) + align256(static_cast<size_t>(n_ff / 32 * N) * 8);
-  p.h_bytes = p.q8 ? p.q8_planes + align256(mmq_scratch(kc, wd, N, 1)) : align256(static_cast<size_t>(n_ff * N) * 4);
+  p.q8_bytes = q8_plane_bytes(N, n_ff);
+  p.h_bytes = p.q8 ? p.q8_bytes + align256(mmq_scratch(kc, wd, N, 1)) : align256(static_cast<size_t>(n_ff * N) * 4);
   Tensor h = f32_matrix(nullptr, n_ff, N);
   p.sub = std::max(p.sub, p.q8 ? size_t{0} : matmul_scratch(kc, wd, h));
   return p;
@@ -398,13 +398,10 @@ void k_ffn_swiglu_id(KernelContext& kc, Tensor& node) {
   if (pairs == 0) return;
   const FfnIdPlan p = ffn_id_plan(node);
   char* s = static_cast<char*>(kc.scratch_bytes(p.total()));
-  auto* xq = reinterpret_cast<int8_t*>(s);
-  auto* xd = reinterpret_cast<float2*>(s + align256(static_cast<size_t>(n_embd * x.ne[2])));
+  const auto [xq, xd] = q8_planes(s, x.ne[1] * x.ne[2], n_embd);
   auto* g = reinterpret_cast<float*>(s + p.x_planes);
   auto* u = reinterpret_cast<float*>(s + p.x_planes + p.g_bytes);
-  char* h = s + p.x_planes + 2 * p.g_bytes;
-  auto* hq = reinterpret_cast<int8_t*>(h);
-  auto* hd = reinterpret_cast<float2*>(h + align256(static_cast<size_t>(n_ff * pairs)));
+  const auto [hq, hd] = q8_planes(s + p.x_planes + 2 * p.g_bytes, pairs, n_ff);
   quantize_q8_1(kc, td(x), x.type, xq, xd);
   mmvq_id(kc, wg, ids, xq, xd, 1, g);
   mmvq_id(kc, wu, ids, xq, xd, 1, u);
@@ -439,7 +436,7 @@ void k_ffn_swiglu(KernelContext& kc, Tensor& node) {
   const FfnPlan plan = ffn_plan(kc, node, x);
   const bool fused = plan.one_matmul, q8 = plan.q8;
   const Tensor& wgu = plan.wgu;
-  const size_t gu_bytes = plan.gu_bytes, q8_planes = plan.q8_planes, h_bytes = plan.h_bytes;
+  const size_t gu_bytes = plan.gu_bytes, q8_bytes = plan.q8_bytes, h_bytes = plan.h_bytes;
   Tensor h = f32_matrix(nullptr, n_ff, N);
   char* base = static_cast<char*>(kc.scratch_bytes(gu_bytes + h_bytes + plan.sub));
   auto* gu = reinterpret_cast<float*>(base);
@@ -466,11 +463,10 @@ void k_ffn_swiglu(KernelContext& kc, Tensor& node) {
   }
   kc.prequant_src = nullptr;
   if (q8) {
-    auto* qs = reinterpret_cast<int8_t*>(hbuf);
-    auto* ds = reinterpret_cast<float2*>(hbuf + align256(static_cast<size_t>(n_ff * N)));
+    const auto [qs, ds] = q8_planes(hbuf, N, n_ff);
     swiglu_q8_1(kc, g, u, qs, ds);
     kc.scratch_offset = saved;
-    auto* part = mmq_scratch(kc, wd, N, 1) ? reinterpret_cast<float*>(hbuf + q8_planes) : nullptr;
+    auto* part = mmq_scratch(kc, wd, N, 1) ? reinterpret_cast<float*>(hbuf + q8_bytes) : nullptr;
     mmvq(kc, wd, qs, ds, N, 1, 1, residual_out ? residual_out : static_cast<float*>(node.data), residual, part);
     return;
   }

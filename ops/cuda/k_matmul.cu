@@ -343,10 +343,9 @@ void matmul(KernelContext& kc, const Tensor& a, const Tensor& b, Tensor& dst) {
       return;
     }
     const int64_t rows = N * B2 * B3;
-    const size_t qbytes = align256(static_cast<size_t>(rows * K)), planes = q8_plane_bytes(rows, K);
+    const size_t planes = q8_plane_bytes(rows, K);
     char* s = static_cast<char*>(kc.scratch_bytes(planes + part_bytes));
-    auto* qs = reinterpret_cast<int8_t*>(s);
-    auto* ds = reinterpret_cast<float2*>(s + qbytes);
+    const auto [qs, ds] = q8_planes(s, rows, K);
     quantize_q8_1(kc, td(b), b.type, qs, ds);
     mmvq(kc, a, qs, ds, N, B2, B3, out, res, part_bytes ? reinterpret_cast<float*>(s + planes) : nullptr);
     return;

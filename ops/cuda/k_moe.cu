@@ -1,4 +1,5 @@
-// Mixture-of-experts kernels: TOP_K and MUL_MAT_ID. Same semantics as ops/cpu/k_moe.cpp; the
+// Mixture-of-experts kernels: TOP_K, MUL_MAT_ID and the fused MOE_SUM (the rewrite's slot sum +
+// residual). TOP_K and MUL_MAT_ID have the semantics of ops/cpu/k_moe.cpp; the
 // expert ids are read on the device only (nothing goes back to the host during compute), so a
 // captured graph replays for any routing.
 //
@@ -262,12 +263,11 @@ void k_mul_mat_id(KernelContext& kc, Tensor& dst) {
   // The activations once as q8_1 planes (qs [rows][K] int8, ds [rows][K/32] float2), rows = the
   // n_act rows of every token, as the decode mul_mat quantizes them.
   const int64_t rows = b.ne[1] * b.ne[2];
-  const size_t qbytes = align256(static_cast<size_t>(rows * K)), planes = q8_plane_bytes(rows, K);
+  const size_t planes = q8_plane_bytes(rows, K);
   const bool by_expert = grouped(dst);
   const PlanLayout plan = plan_layout(as, ids);
   char* s = static_cast<char*>(kc.scratch_bytes(by_expert ? planes + plan.bytes() : planes));
-  auto* qs = reinterpret_cast<int8_t*>(s);
-  auto* ds = reinterpret_cast<float2*>(s + qbytes);
+  const auto [qs, ds] = q8_planes(s, rows, K);
   quantize_q8_1(kc, td(b), b.type, qs, ds);
   if (!by_expert) return mmvq_id(kc, as, ids, qs, ds, b.ne[1], out);
   char* p = s + planes;

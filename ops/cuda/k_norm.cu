@@ -160,8 +160,7 @@ void k_rms_norm_q8_1(KernelContext& kc, Tensor& node) {
   const Tensor* w = node.src[1];
   const int64_t rows = x.nrows();
   if (rows == 0) return;
-  auto* qs = static_cast<int8_t*>(node.data);
-  auto* ds = reinterpret_cast<float2*>(static_cast<char*>(node.data) + align256(static_cast<size_t>(x.ne[0] * rows)));
+  const Q8Planes planes = q8_planes(node.data, rows, x.ne[0]);
   TD wd{};
   if (w) wd = td(*w);
   const int64_t n = x.ne[0];
@@ -169,7 +168,7 @@ void k_rms_norm_q8_1(KernelContext& kc, Tensor& node) {
   const int64_t per_thread = ceil_div(n, threads);
   const auto launch = [&](auto kernel) {
     kernel<<<static_cast<unsigned>(rows), threads, 0, kc.stream>>>(td(x), x.type, wd, w ? w->type : DType::F32,
-                                                                   w != nullptr, node.param<float>(0), qs, ds);
+                                                                   w != nullptr, node.param<float>(0), planes.qs, planes.ds);
   };
   if (per_thread <= 1) launch(rms_norm_q8_1_kernel<1>);
   else if (per_thread <= 2) launch(rms_norm_q8_1_kernel<2>);

@@ -111,6 +111,16 @@ size_t matmul_scratch(const KernelContext& kc, const Tensor& a, const Tensor& b)
 /// Bytes of the q8_1 planes of `rows` activation rows of K elements (qs, then ds; 256-aligned).
 size_t q8_plane_bytes(int64_t rows, int64_t K);
 inline size_t align256(size_t v) { return (v + 255) / 256 * 256; }
+/// The q8_1 planes of `rows` activation rows of K elements at `base`, laid out as q8_plane_bytes
+/// counts them: qs [rows][K] int8, then (256-aligned) ds [rows][K/32] float2 (d, d*sum).
+struct Q8Planes {
+  int8_t* qs;
+  float2* ds;
+};
+inline Q8Planes q8_planes(void* base, int64_t rows, int64_t K) {
+  char* p = static_cast<char*>(base);
+  return {reinterpret_cast<int8_t*>(p), reinterpret_cast<float2*>(p + align256(static_cast<size_t>(rows * K)))};
+}
 
 /// True when `type` has an MMVQ (q8_1 activation, dp4a) kernel.
 bool mmvq_supported(DType type);
