@@ -5,13 +5,11 @@
 # (/metrics minfer:engine_seconds_total), then the MMQ probe when .dev/mmq_probe is staged.
 #   scripts/probes/server_phases.sh [rounds]
 set -uo pipefail
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib
-out=${OUT:-/tmp}
-[[ -d .dev/bin ]] || python3 -c "import tarfile; tarfile.open('.dev/payload.tar.xz').extractall('.dev')"
+source "$(dirname "$0")/common.sh"
+untar .dev/payload.tar.xz .dev
 vocab=.dev/fixtures/tokenizer/qwen-vocab.gguf
-[[ -f $vocab.xz && ! -f $vocab ]] && python3 -c "import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1] + '.xz'), open(sys.argv[1], 'wb'))" "$vocab"
+unxz $vocab.xz $vocab
 m=/tmp/7b.gguf
-t0=$SECONDS
 [[ -f $m ]] || .dev/bin/minfer-mkmodel -q -o $m --shape qwen2.5-7b --type Q4_K_M --vocab $vocab >$out/mkmodel.log 2>&1 || { tail $out/mkmodel.log; exit 1; }
 echo "mkmodel $((SECONDS - t0)) s"
 bb() { timeout 200 .dev/bin/minfer-batched-bench -m $m --device cuda -npp 512 -ntg 128 -npl ${NPL:-16} 2>&1 | grep -E '^\|' | tee -a $out/batched.log; }
@@ -21,5 +19,5 @@ for rounds in ${1:-2}; do
     -C 16 -R 3 --rounds "$rounds" --prompt-tokens 512 --max-tokens 128 --stream 1 --disconnect 0 --malformed 0 2>&1 | tee $out/load.log | grep -vE '^[0-9]+ \|' | tail -30
 done
 bb
-[[ -f .dev/mmq_probe.xz && ! -f .dev/mmq_probe ]] && python3 -c "import lzma,shutil; shutil.copyfileobj(lzma.open('.dev/mmq_probe.xz'), open('.dev/mmq_probe', 'wb'))" && chmod +x .dev/mmq_probe
+unxz .dev/mmq_probe.xz .dev/mmq_probe x
 if [[ -x .dev/mmq_probe ]]; then timeout 150 .dev/mmq_probe 2>&1 | tee $out/mmq_probe.log; fi

@@ -1,0 +1,36 @@
+# Sourced by the device-call scripts in scripts/probes/: the CUDA libraries on the loader path,
+# $out (the call's $OUT, else /tmp), a clock, and the steps they share.
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib
+out=${OUT:-/tmp}
+t0=$SECONDS
+
+# left S: fewer than S seconds have passed since the script started (a step's deadline).
+left() { (( SECONDS - t0 < $1 )); }
+
+# untar ARCHIVE DIR: a scripts/build_device.sh payload unpacked into DIR, unless DIR already has it.
+untar() {
+  [[ -d $2/bin || -d $2/tests ]] && return 0
+  mkdir -p "$2" && python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" "$1" "$2"
+}
+
+# unxz SRC DST [x]: an xz-packed file (a vocabulary, a base build's binary) unpacked once, made
+# executable with "x"; nothing when SRC is absent.
+unxz() {
+  [[ -f $2 || ! -f $1 ]] && return 0
+  mkdir -p "$(dirname "$2")"
+  python3 -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" "$1" "$2"
+  [[ ${3:-} == x ]] && chmod +x "$2"
+  return 0
+}
+
+# gtest NAME LIMIT BINARY [FILTER]: runs a test binary under a time limit into $out/NAME.log and
+# prints its exit status, the time so far, the pass/fail lines and the first failures.
+gtest() {
+  local name=$1 limit=$2 bin=$3 filter=${4:-*}
+  timeout "$limit" "$bin" --gtest_filter="$filter" > "$out/$name.log" 2>&1
+  echo "$(basename "$bin") rc=$? $((SECONDS - t0)) s: $(grep -E '^\[  (PASSED|FAILED) ' "$out/$name.log" | tr '\n' ' ')"
+  grep -E '^\[  FAILED  \] [A-Za-z]|Failure|nmse .* > ' "$out/$name.log" | head -12
+}
+
+# table DIR PROGRAM ARGS...: DIR/bin/PROGRAM's benchmark table rows, each prefixed with DIR.
+table() { local side=$1; shift; "$side/bin/$@" 2>&1 | grep -E '^\|' | grep -vE '^\| *(model|---)' | sed "s|^|$side |"; }
