@@ -193,13 +193,8 @@ struct BackendImpl {
     const auto& table = kernel_table();
     const auto& nodes = g.nodes();
     bool used_gemm = false;
-    // Profiling eagerly: the launches wait behind a 50 ms gate, so each node's events time its
-    // kernels back to back instead of the host's launch latency.
     const bool timed = options.profile && !graphs_on;  // per-node times only when nothing is captured
-    if (timed) {
-      profile_gate(stream, 50'000'000);
-      node_event();  // node i's time: from event i to event i + 1
-    }
+    if (timed) node_event();                            // node i's time: from event i to event i + 1
     for (size_t i = 0; i < nodes.size(); ++i) {
       Tensor* t = nodes[i];
       if (op_is_view(t->op) || t->op == Op::NONE) continue;
@@ -224,9 +219,9 @@ struct BackendImpl {
     if (timed) collect_node_times();
   }
 
-  // CudaOptions::profile on a graph that runs eagerly (not captured, e.g. --no-cuda-graphs): GPU
-  // time of every kernel node from events between consecutive nodes, queued behind profile_gate so
-  // the GPU runs them back to back, summed per label (op, dtype, shape and the first named
+  // CudaOptions::profile on a graph that runs eagerly (--no-cuda-graphs): GPU time of every kernel
+  // node from events between consecutive nodes, queued behind compute()'s profile_gate so the GPU
+  // runs them back to back, summed per label (op, dtype, shape and the first named
   // source without its layer number) and printed beside the per-graph figures.
   struct NodeProf {
     uint64_t count = 0;
@@ -349,6 +344,9 @@ struct BackendImpl {
     const auto t0 = std::chrono::steady_clock::now();
     build_key(g, key_buf);
     ev_key = hash_key(key_buf);
+    // Eagerly run graphs are queued behind a 50 ms gate, so the GPU runs their kernels back to
+    // back and the events time the kernels, not the host's launches of them.
+    if (!graphs_on) profile_gate(stream, 50'000'000);
     MINFER_CUDA_CHECK(cudaEventRecord(ev_start, stream), name);
     compute_impl(g);
     MINFER_CUDA_CHECK(cudaEventRecord(ev_end, stream), name);

@@ -68,8 +68,8 @@ struct CudaOptions {
   bool fusion = true;
   /// Host time in compute() and GPU time per graph key, printed to stderr when the backend is
   /// destroyed. With graphs off (--no-cuda-graphs) also GPU time per kernel node (events between
-  /// nodes, the launches queued behind a 50 ms gate, which the per-graph GPU figures then include),
-  /// summed by op, dtype, shape and weight name.
+  /// nodes; the launches are queued behind a 50 ms gate so the GPU runs them back to back), summed
+  /// by op, dtype, shape and weight name.
   bool profile = false;
   /// Elements of a block-quantized weight dequantized to f16 per cuBLAS GEMM chunk (prefill
   /// matmuls; 256 Mi elements = 512 MiB of workspace at most). Tests lower it to exercise chunking.
