@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# One device call (carry [".dev"] from scripts/build_device.sh): where a decode step's GPU time goes,
+# by kernel node (eager runs with --cuda-profile; the labels give each node's op, dtype and shape),
+# on the 7B Q4_K_M: a B = 16 batched decode step, then one sequence at depth 32768 with an f16 and
+# a q8_0 cache. MOE_FIXTURES=DIR also runs the Qwen3-MoE model tests on the fixtures in DIR.
+set -o pipefail
+source "$(dirname "$0")/common.sh"
+untar .dev/payload.tar.xz .dev
+vocab=.dev/fixtures/tokenizer/qwen-vocab.gguf
+unxz $vocab.xz $vocab
+if [[ -n ${MOE_FIXTURES:-} ]]; then
+  MINFER_FIXTURES=$MOE_FIXTURES gtest t_moe 150 .dev/tests/test_cuda_models '*qwen3moe*'
+  grep -hE '^\[ (cuda|ppl|logits|greedy)' $out/t_moe.log | head -12
+fi
+m=/tmp/7b.gguf
+[[ -f $m ]] || .dev/bin/minfer-mkmodel -q -o $m --shape qwen2.5-7b --type Q4_K_M --vocab $vocab > $out/mkmodel.log 2>&1
+echo "mkmodel $((SECONDS - t0)) s"
+summary() { grep -E 'kernel nodes|\[cuda profile\]   ' "$1" | grep -v 'graph ' | head -${2:-40}; }
+timeout 90 .dev/bin/minfer-batched-bench -m $m --device cuda --no-cuda-graphs --cuda-profile -npp 128 -ntg 32 -npl 16 \
+  > $out/profile_b16.log 2>&1
+grep -E '^\|' $out/profile_b16.log | tail -1
+summary $out/profile_b16.log 45
+for ct in f16 q8_0; do
+  timeout 90 .dev/bin/minfer-bench -m $m --device cuda --no-cuda-graphs --cuda-profile -p 0 -n 8 -d 32768 -r 1 \
+    --cache-type $ct > $out/profile_d32k_$ct.log 2>&1
+  echo "== depth 32768, $ct cache"
+  summary $out/profile_d32k_$ct.log 16
+done
+echo "done $((SECONDS - t0)) s"
