@@ -482,11 +482,16 @@ __global__ void __launch_bounds__(32 * kGqaWarps) attn_gqa_kernel(TD q, TD k, TD
 // softmax:
 // - the step's 16 K and V rows are copied whole into the warp's shared memory with cp.async
 //   (f16: 16-byte pieces, consecutive lanes on consecutive pieces of a row; q8_0: the raw
-//   34-byte blocks as 4-byte pieces, dequantized to f16 in shared memory after they land), two
-//   steps in flight per warp;
+//   34-byte blocks as 8- or 4-byte pieces), two steps in flight per warp;
 // - S = Q K^T is one m16n8k16 per 8 keys and 16 dims (Q's fragments stay in registers, K's come
 //   by ldmatrix), the row max is a shuffle within a quad, and P (rounded to f16 as FlashAttention
 //   does) is already the A fragment of O += P V (V's fragments by ldmatrix.trans);
+// - q8_0 K and V go from the raw stage straight into B fragments (mma_scores, mma_pv): one
+//   32-bit word of quants per register pair, the dims permuted so that a lane's k columns (K) or
+//   n columns (V) are the bytes of one word, Q's fragments and the output dims permuted alike
+//   (q_frag_dim, o_frag_dim). With an f16 tile in shared memory between the two (dequantize,
+//   store, ldmatrix) the q8_0 kernel took 32.0 us at 32768 keys against 25.3 us this way (7B
+//   shape, docs/perf/2026-12-03-q8-decode.md);
 // - the block's warps merge through shared memory and write one partial (m, l, acc) per query
 //   head, merged across splits by attn_combine_kernel.
 // Keys past the split end are masked (their rows repeat the last key's, so no unused block is
@@ -495,22 +500,20 @@ __global__ void __launch_bounds__(32 * kGqaWarps) attn_gqa_kernel(TD q, TD k, TD
 constexpr int kMmaWarps = 4;
 constexpr int kMmaKeys = 16;        // keys per warp step
 constexpr int kMmaRows = 16;        // query heads per block (m16)
-constexpr int kMmaBlocksPerSm = 3;  // by shared memory (~74 KB a block at D = 128)
+constexpr int kMmaBlocksPerSm = 3;  // by shared memory (f16: ~70 KB a block at D = 128) and registers
 
-// Shared memory of one warp's K (or V) staging for cache type T: two raw stages, and for q8_0
-// the f16 tile they are dequantized into.
+// Shared memory of one K (or V) stage of 16 rows for cache type T. A warp has two stages in
+// flight (four measured slower for q8_0, where shared memory would allow them).
 template <int D, DType T>
 struct MmaStage {
-  static constexpr int kRowHalves = D + 8;  // padded f16 rows: conflict-free ldmatrix
-  static constexpr int kTileBytes = kMmaKeys * kRowHalves * 2;
+  static constexpr int kRowHalves = D + 8;     // padded f16 rows: conflict-free ldmatrix
   static constexpr int kRawRow = D / 32 * 34;  // q8_0 bytes of a row (4-byte multiple for D 64/128)
-  static constexpr int kStageBytes = T == DType::F16 ? kTileBytes : kMmaKeys * kRawRow;
-  static constexpr int kBytes = 2 * kStageBytes + (T == DType::F16 ? 0 : kTileBytes);
+  static constexpr int kStageBytes = T == DType::F16 ? kMmaKeys * kRowHalves * 2 : kMmaKeys * kRawRow;
 };
 
 template <int D, DType KT, DType VT>
 constexpr int mma_warp_bytes() {
-  return MmaStage<D, KT>::kBytes + MmaStage<D, VT>::kBytes;
+  return 2 * (MmaStage<D, KT>::kStageBytes + MmaStage<D, VT>::kStageBytes);  // two stages of K and V
 }
 template <int D, DType KT, DType VT>
 constexpr size_t mma_decode_smem() {
@@ -549,34 +552,122 @@ __device__ __forceinline__ void mma_stage_rows(unsigned char* st, const char* ba
   }
 }
 
-// The f16 tile of a landed stage: the stage itself (f16), or its q8_0 blocks dequantized into
-// `tile`, four values a lane at a time: the int8 quads become exact f16 integers (1024 + 128 + x
-// by byte permutation into the f16 exponent 0x64, minus 1152), times the block's f16 scale in
-// one HMUL2 (the same single rounding as q * d in f32 rounded to f16).
-template <int D, DType T>
-__device__ __forceinline__ const __half* mma_tile(const unsigned char* st, unsigned char* tile, int lane) {
-  using S = MmaStage<D, T>;
-  if constexpr (T == DType::F16) {
-    return reinterpret_cast<const __half*>(st);
-  } else {
-    const __half2 bias = __half2half2(__ushort_as_half(0x6480));  // 1152
-#pragma unroll 4
-    for (int it = 0; it < kMmaKeys * D / 4 / 32; ++it) {
-      const int idx = it * 32 + lane, r = idx / (D / 4), e = idx % (D / 4) * 4;
-      const unsigned char* blk = st + r * S::kRawRow + (e >> 5) * 34;
-      const uint16_t* qp = reinterpret_cast<const uint16_t*>(blk + 2 + (e & 31));
-      const uint32_t u = (static_cast<uint32_t>(qp[0]) | static_cast<uint32_t>(qp[1]) << 16) ^ 0x80808080u;
-      const __half2 d = __half2half2(*reinterpret_cast<const __half*>(blk));
-      const uint32_t lo = __byte_perm(u, 0x64646464u, 0x4140), hi = __byte_perm(u, 0x64646464u, 0x4342);
-      const __half2 x0 = __hmul2(__hsub2(*reinterpret_cast<const __half2*>(&lo), bias), d);
-      const __half2 x1 = __hmul2(__hsub2(*reinterpret_cast<const __half2*>(&hi), bias), d);
-      uint2 out;
-      out.x = *reinterpret_cast<const uint32_t*>(&x0);
-      out.y = *reinterpret_cast<const uint32_t*>(&x1);
-      *reinterpret_cast<uint2*>(tile + (r * S::kRowHalves + e) * 2) = out;
+// q8_0 rows straight into mma fragments, without an f16 tile. A staged row is D/32 blocks of 34
+// bytes (f16 scale, 32 int8); block b's quants start at byte 34 b + 2 of the row, 4-byte aligned
+// for odd b and 2 mod 4 for even b (rows start 4-byte aligned), so an even block's words are
+// funnel-shifted out of two aligned ones. b is a compile-time constant after unrolling.
+__device__ __forceinline__ uint32_t q8_word(const unsigned char* row, int b, int w) {
+  const int off = 34 * b + 2 + 4 * w;
+  if ((34 * b + 2) % 4 == 0) return *reinterpret_cast<const uint32_t*>(row + off);
+  const uint32_t* p = reinterpret_cast<const uint32_t*>(row + off - 2);
+  return __funnelshift_r(p[0], p[1], 16);
+}
+__device__ __forceinline__ __half q8_scale(const unsigned char* row, int b) {
+  return *reinterpret_cast<const __half*>(row + 34 * b);
+}
+
+// Four int8 (bytes 0..3 of u) times the f16 scales d: (x0, x1) * d into lo, (x2, x3) * d into hi.
+// The int8 become exact f16 integers (1024 + 128 + x by byte permutation into the f16 exponent
+// 0x64, minus 1152); one HMUL2 rounds each product once, as q * d in f32 rounded to f16 would.
+__device__ __forceinline__ void q8_half2s(uint32_t u, __half2 d, uint32_t& lo, uint32_t& hi) {
+  const __half2 bias = __half2half2(__ushort_as_half(0x6480));  // 1152
+  u ^= 0x80808080u;
+  const uint32_t a = __byte_perm(u, 0x64646464u, 0x4140), b = __byte_perm(u, 0x64646464u, 0x4342);
+  const __half2 x0 = __hmul2(__hsub2(*reinterpret_cast<const __half2*>(&a), bias), d);
+  const __half2 x1 = __hmul2(__hsub2(*reinterpret_cast<const __half2*>(&b), bias), d);
+  lo = *reinterpret_cast<const uint32_t*>(&x0);
+  hi = *reinterpret_cast<const uint32_t*>(&x1);
+}
+
+// The head dim of Q's A-fragment register i of k-step kk (lane quad qd). f16 K: the standard
+// layout. q8_0 K: k-step kk = 2 b + c of block b, and lane qd's k columns (2 qd, 2 qd + 1,
+// 2 qd + 8, 2 qd + 9) are the block's quants 8 qd + 4 c + (0, 1, 2, 3) — one 32-bit word of the
+// staged row, so S = Q K^T sums the same products over a permutation of the dims.
+template <DType KT>
+__device__ __forceinline__ int q_frag_dim(int kk, int i, int qd) {
+  if constexpr (KT == DType::F16) return kk * 16 + (i >> 1) * 8 + 2 * qd;
+  else return (kk >> 1) * 32 + 8 * qd + 4 * (kk & 1) + (i >> 1) * 2;
+}
+
+// The head dim of accumulator column 2 qd + j of output n-tile n. f16 V: n 8 + 2 qd + j. q8_0 V:
+// n-tile n = 4 b + t of block b takes byte t of each row's quant word, and B column g is word g,
+// so column 2 qd + j is dim 32 b + 4 (2 qd + j) + t.
+template <DType VT>
+__device__ __forceinline__ int o_frag_dim(int n, int j, int qd) {
+  if constexpr (VT == DType::F16) return n * 8 + 2 * qd + j;
+  else return (n >> 2) * 32 + 4 * (2 * qd + j) + (n & 3);
+}
+
+// sc[n] += Q K^T for the step's keys n 8 .. n 8 + 7 (n = 0, 1) from the landed K stage.
+template <int D, DType KT>
+__device__ __forceinline__ void mma_scores(const unsigned char* kst, const uint32_t (&qa)[D / 16][4], float (&sc)[2][4],
+                                           int lane) {
+  constexpr int RH = D + 8;
+  const int g = lane >> 2, qd = lane & 3;
+  if constexpr (KT == DType::F16) {
+    const __half* kt = reinterpret_cast<const __half*>(kst);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t kb[4];
+      ldmatrix_x4(kb, kt + ((lane & 7) + (lane >> 4) * 8) * RH + kk * 16 + ((lane >> 3) & 1) * 8);
+      mma16816(sc[0], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], kb[0], kb[1]);
+      mma16816(sc[1], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], kb[2], kb[3]);
     }
-    __syncwarp();
-    return reinterpret_cast<const __half*>(tile);
+  } else {
+    constexpr int kRawRow = MmaStage<D, KT>::kRawRow;
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+      const unsigned char* row = kst + (n * 8 + g) * kRawRow;  // key n 8 + g is this lane's B column
+#pragma unroll
+      for (int b = 0; b < D / 32; ++b) {
+        const __half2 d = __half2half2(q8_scale(row, b));
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          uint32_t b0, b1;
+          q8_half2s(q8_word(row, b, 2 * qd + c), d, b0, b1);
+          const int kk = 2 * b + c;
+          mma16816(sc[n], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], b0, b1);
+        }
+      }
+    }
+  }
+}
+
+// o += P V for the step's 16 keys from the landed V stage; P is the A fragment (pa).
+template <int D, DType VT>
+__device__ __forceinline__ void mma_pv(const unsigned char* vst, const uint32_t (&pa)[4], float (&o)[D / 8][4],
+                                       int lane) {
+  constexpr int RH = D + 8;
+  const int g = lane >> 2, qd = lane & 3;
+  if constexpr (VT == DType::F16) {
+    const __half* vt = reinterpret_cast<const __half*>(vst);
+#pragma unroll
+    for (int dn = 0; dn < D / 16; ++dn) {
+      uint32_t vb[4];
+      ldmatrix_x4_trans(vb, vt + ((lane & 7) + ((lane >> 3) & 1) * 8) * RH + dn * 16 + (lane >> 4) * 8);
+      mma16816(o[2 * dn], pa[0], pa[1], pa[2], pa[3], vb[0], vb[1]);
+      mma16816(o[2 * dn + 1], pa[0], pa[1], pa[2], pa[3], vb[2], vb[3]);
+    }
+  } else {
+    // B rows (keys) 2 qd, 2 qd + 1 make b[0], 2 qd + 8, 2 qd + 9 make b[1]; column g is quant word
+    // g of the block, byte t of it belongs to n-tile 4 b + t.
+    constexpr int kRawRow = MmaStage<D, VT>::kRawRow;
+    const unsigned char* r0 = vst + 2 * qd * kRawRow;
+    const unsigned char* r8 = r0 + 8 * kRawRow;
+#pragma unroll
+    for (int b = 0; b < D / 32; ++b) {
+      const __half2 d01 = __halves2half2(q8_scale(r0, b), q8_scale(r0 + kRawRow, b));
+      const __half2 d89 = __halves2half2(q8_scale(r8, b), q8_scale(r8 + kRawRow, b));
+      const uint32_t u0 = q8_word(r0, b, g), u1 = q8_word(r0 + kRawRow, b, g);
+      const uint32_t u8 = q8_word(r8, b, g), u9 = q8_word(r8 + kRawRow, b, g);
+      uint32_t lo[4], hi[4];  // n-tile t: (lo[t], hi[t]) = (b[0], b[1])
+      q8_half2s(__byte_perm(u0, u1, 0x5140), d01, lo[0], lo[1]);
+      q8_half2s(__byte_perm(u0, u1, 0x7362), d01, lo[2], lo[3]);
+      q8_half2s(__byte_perm(u8, u9, 0x5140), d89, hi[0], hi[1]);
+      q8_half2s(__byte_perm(u8, u9, 0x7362), d89, hi[2], hi[3]);
+#pragma unroll
+      for (int t = 0; t < 4; ++t) mma16816(o[4 * b + t], pa[0], pa[1], pa[2], pa[3], lo[t], hi[t]);
+    }
   }
 }
 
@@ -584,17 +675,14 @@ template <int D, DType KT, DType VT>
 __global__ void __launch_bounds__(32 * kMmaWarps, kMmaBlocksPerSm)
     attn_mma_decode_kernel(TD q, TD k, TD v, Paged pk, float scale, int group, int hpb, float* part_acc,
                            float2* part_ml, ErrorSink sink) {
-  constexpr int RH = D + 8;
   using KS = MmaStage<D, KT>;
   using VS = MmaStage<D, VT>;
   extern __shared__ __align__(16) unsigned char msm[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, qd = lane & 3;
   unsigned char* wsm = msm + warp * mma_warp_bytes<D, KT, VT>();
-  unsigned char* kst = wsm;                          // K stages [2]
-  unsigned char* vst = wsm + 2 * KS::kStageBytes;    // V stages [2]
-  unsigned char* ktile = vst + 2 * VS::kStageBytes;  // q8_0: dequantized K
-  unsigned char* vtile = ktile + (KT == DType::F16 ? 0 : KS::kTileBytes);
+  unsigned char* kst = wsm;                        // K stages [2]
+  unsigned char* vst = wsm + 2 * KS::kStageBytes;  // V stages [2]
   const int s = blockIdx.x, n_splits = gridDim.x, t = blockIdx.z;
   // Warp w serves KV head blockIdx.y * hpb + w % hpb and every (kMmaWarps / hpb)-th step of it.
   const int n_slots = kMmaWarps / hpb, slot = warp / hpb;
@@ -625,7 +713,8 @@ __global__ void __launch_bounds__(32 * kMmaWarps, kMmaBlocksPerSm)
   int32_t next = jc + stride < j1 ? table_entry(pk, row, key(jc + stride)) : 0;
 
   // Q's A fragments straight from the f32 rows (pre-scaled, rounded to f16; rows past the
-  // group are zero): a[0] row g, a[1] row g + 8, a[2] / a[3] the same rows 8 columns on.
+  // group are zero): a[0] row g, a[1] row g + 8, a[2] / a[3] the same rows at the k columns
+  // 8 on, each at the head dims q_frag_dim gives.
   uint32_t qa[D / 16][4];
   {
     const char* q0 = q.data + static_cast<int64_t>(hk * group + g) * q.nb[1] + static_cast<int64_t>(t) * q.nb[2];
@@ -634,7 +723,7 @@ __global__ void __launch_bounds__(32 * kMmaWarps, kMmaBlocksPerSm)
     for (int kk = 0; kk < D / 16; ++kk)
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const int r = g + (i & 1) * 8, e = kk * 16 + (i >> 1) * 8 + 2 * qd;
+        const int r = g + (i & 1) * 8, e = q_frag_dim<KT>(kk, i, qd);
         float2 x = make_float2(0.0f, 0.0f);
         if (r < group) x = *reinterpret_cast<const float2*>((i & 1 ? q1 : q0) + e * q.nb[0]);
         qa[kk][i] = pack_half2(x.x * scale, x.y * scale);
@@ -652,17 +741,9 @@ __global__ void __launch_bounds__(32 * kMmaWarps, kMmaBlocksPerSm)
     if (jc + 2 * stride < j1) next = table_entry(pk, row, key(jc + 2 * stride));
     cp_async_wait<1>();
     __syncwarp();
-    const __half* kt = mma_tile<D, KT>(kst + b * KS::kStageBytes, ktile, lane);
-    const __half* vt = mma_tile<D, VT>(vst + b * VS::kStageBytes, vtile, lane);
 
     float sc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t kb[4];
-      ldmatrix_x4(kb, kt + ((lane & 7) + (lane >> 4) * 8) * RH + kk * 16 + ((lane >> 3) & 1) * 8);
-      mma16816(sc[0], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], kb[0], kb[1]);
-      mma16816(sc[1], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], kb[2], kb[3]);
-    }
+    mma_scores<D, KT>(kst + b * KS::kStageBytes, qa, sc, lane);
 #pragma unroll
     for (int n = 0; n < 2; ++n)
 #pragma unroll
@@ -694,15 +775,9 @@ __global__ void __launch_bounds__(32 * kMmaWarps, kMmaBlocksPerSm)
       o[n][2] *= c1;
       o[n][3] *= c1;
     }
-    const uint32_t pa0 = pack_half2(sc[0][0], sc[0][1]), pa1 = pack_half2(sc[0][2], sc[0][3]),
-                   pa2 = pack_half2(sc[1][0], sc[1][1]), pa3 = pack_half2(sc[1][2], sc[1][3]);
-#pragma unroll
-    for (int dn = 0; dn < D / 16; ++dn) {
-      uint32_t vb[4];
-      ldmatrix_x4_trans(vb, vt + ((lane & 7) + ((lane >> 3) & 1) * 8) * RH + dn * 16 + (lane >> 4) * 8);
-      mma16816(o[2 * dn], pa0, pa1, pa2, pa3, vb[0], vb[1]);
-      mma16816(o[2 * dn + 1], pa0, pa1, pa2, pa3, vb[2], vb[3]);
-    }
+    const uint32_t pa[4] = {pack_half2(sc[0][0], sc[0][1]), pack_half2(sc[0][2], sc[0][3]),
+                            pack_half2(sc[1][0], sc[1][1]), pack_half2(sc[1][2], sc[1][3])};
+    mma_pv<D, VT>(vst + b * VS::kStageBytes, pa, o, lane);
     __syncwarp();  // every lane is done with stage b before the next step refills it
   }
   cp_async_wait<0>();
@@ -711,16 +786,28 @@ __global__ void __launch_bounds__(32 * kMmaWarps, kMmaBlocksPerSm)
   l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
   l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
 
+  // This lane's accumulators of row g (h = 0) or g + 8 (h = 1) into dst[dim] (dims by o_frag_dim:
+  // f16 V as float2 pairs, q8_0 V as float4 runs of a block's four n-tiles).
+  const auto put_row = [&](float* dst, int h) {
+    if constexpr (VT == DType::F16) {
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n)
+        *reinterpret_cast<float2*>(dst + o_frag_dim<VT>(n, 0, qd)) = make_float2(o[n][2 * h], o[n][2 * h + 1]);
+    } else {
+#pragma unroll
+      for (int b = 0; b < D / 32; ++b)
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+          *reinterpret_cast<float4*>(dst + o_frag_dim<VT>(4 * b, j, qd)) =
+              make_float4(o[4 * b][2 * h + j], o[4 * b + 1][2 * h + j], o[4 * b + 2][2 * h + j], o[4 * b + 3][2 * h + j]);
+    }
+  };
   // One partial (acc, m, l) per query head: straight from the warp when it alone covered its
   // head's keys of the split, else merged with the other slots' warps through shared memory.
   const auto part = [&](int r) { return (static_cast<int64_t>(t) * n_head + hk * group + r) * n_splits + s; };
   if (n_slots == 1) {
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      if (g < group) *reinterpret_cast<float2*>(part_acc + part(g) * D + n * 8 + 2 * qd) = make_float2(o[n][0], o[n][1]);
-      if (g + 8 < group)
-        *reinterpret_cast<float2*>(part_acc + part(g + 8) * D + n * 8 + 2 * qd) = make_float2(o[n][2], o[n][3]);
-    }
+    if (g < group) put_row(part_acc + part(g) * D, 0);
+    if (g + 8 < group) put_row(part_acc + part(g + 8) * D, 1);
     if (qd == 0 && g < group) part_ml[part(g)] = make_float2(m0, l0);
     if (qd == 0 && g + 8 < group) part_ml[part(g + 8)] = make_float2(m1, l1);
     return;
@@ -728,11 +815,8 @@ __global__ void __launch_bounds__(32 * kMmaWarps, kMmaBlocksPerSm)
   __syncthreads();  // the stages are free now
   float* wo = reinterpret_cast<float*>(msm);   // [warps][kMmaRows][D]
   float* wml = wo + kMmaWarps * kMmaRows * D;  // [warps][kMmaRows] (m, l)
-#pragma unroll
-  for (int n = 0; n < D / 8; ++n) {
-    *reinterpret_cast<float2*>(wo + (warp * kMmaRows + g) * D + n * 8 + 2 * qd) = make_float2(o[n][0], o[n][1]);
-    *reinterpret_cast<float2*>(wo + (warp * kMmaRows + g + 8) * D + n * 8 + 2 * qd) = make_float2(o[n][2], o[n][3]);
-  }
+  put_row(wo + (warp * kMmaRows + g) * D, 0);
+  put_row(wo + (warp * kMmaRows + g + 8) * D, 1);
   if (qd == 0) {
     *reinterpret_cast<float2*>(wml + 2 * (warp * kMmaRows + g)) = make_float2(m0, l0);
     *reinterpret_cast<float2*>(wml + 2 * (warp * kMmaRows + g + 8)) = make_float2(m1, l1);
