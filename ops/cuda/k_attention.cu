@@ -96,12 +96,14 @@ __global__ void kv_store_kernel(TD x, TD cache, const int32_t* cells, ErrorSink 
 
 // Merges the splits of one (query head, query) into softmax(q K^T) V. A block takes 32 output
 // dims (grid z: the slice); warp w owns splits w, w + kCombineWarps, ... The merge is
-// latency-bound (a few MB over ~100 blocks), so a warp issues the loads of all its splits of a
-// round (kCombineWarps * kCombineBatch = 256, every split a decode launch has) before it knows the
-// query's length — the partials of splits past the query's active ones are stale and are masked
-// — and merges them two-pass (round max, then the weighted sums: independent exps). Rounds and
-// then warps are merged in order, so the order of the sums depends on the split count only,
-// never on the batch.
+// latency-bound (a few MB over ~100 blocks), so a warp issues the loads of all its active splits
+// of a round (kCombineWarps * kCombineBatch = 256, every split a decode launch has) at once and
+// merges them two-pass (round max, then the weighted sums: independent exps). Only the query's
+// active splits are read (the others hold stale partials): the split count is set by the
+// longest sequence the table allows, so a batch of short sequences has few active splits of 256
+// (16 queries at depth 512: 8 each; reading all 256 cost the combine 5 us more). Rounds and then
+// warps are merged in order, so the order of the sums depends on the split count only, never on
+// the batch.
 constexpr int kCombineWarps = 8;
 constexpr int kCombineBatch = 32;
 
@@ -113,20 +115,17 @@ __global__ void __launch_bounds__(32 * kCombineWarps) attn_combine_kernel(const 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int e = blockIdx.z * 32 + lane;
   const int64_t base = (static_cast<int64_t>(t) * n_head + h) * n_splits;
-  int n_active = -1;
+  const int32_t* row;
+  const int n_active = active_splits(paged_query(pk, t, row, ErrorSink{}, false), n_splits);
   float M = -INFINITY, L = 0.0f, a = 0.0f;
-  for (int i0 = warp; i0 < n_splits; i0 += kCombineWarps * kCombineBatch) {
+  for (int i0 = warp; i0 < n_active; i0 += kCombineWarps * kCombineBatch) {
     float2 ml[kCombineBatch];
     float x[kCombineBatch];
 #pragma unroll
     for (int b = 0; b < kCombineBatch; ++b) {
       const int i = i0 + b * kCombineWarps;
-      ml[b] = i < n_splits ? part_ml[base + i] : make_float2(0.0f, 0.0f);
-      x[b] = i < n_splits && e < dv ? part_acc[(base + i) * dv + e] : 0.0f;
-    }
-    if (n_active < 0) {
-      const int32_t* row;
-      n_active = active_splits(paged_query(pk, t, row, ErrorSink{}, false), n_splits);
+      ml[b] = i < n_active ? part_ml[base + i] : make_float2(0.0f, 0.0f);
+      x[b] = i < n_active && e < dv ? part_acc[(base + i) * dv + e] : 0.0f;
     }
     float mr = -INFINITY;
 #pragma unroll
