@@ -33,15 +33,19 @@ std::vector<std::string> architectures() {
   return r;
 }
 
+void check_architecture(const gguf::File& file) {
+  const std::string arch(file.get_string_or("general.architecture", ""));
+  if (table().contains(arch)) return;
+  std::string list;
+  for (const auto& a : architectures()) list += (list.empty() ? "" : ", ") + a;
+  // {:?} escapes the file's bytes: a NUL in the name used to end the message there.
+  throw std::runtime_error(fmt::format("{}: unsupported architecture {:?} (supported: {})", file.name(), arch, list));
+}
+
 std::unique_ptr<Model> load(std::shared_ptr<const gguf::File> file, Backend& backend, Shard shard) {
+  check_architecture(*file);
   const std::string arch(file->get_string("general.architecture"));
-  auto it = table().find(arch);
-  if (it == table().end()) {
-    std::string list;
-    for (const auto& a : architectures()) list += (list.empty() ? "" : ", ") + a;
-    throw std::runtime_error(fmt::format("{}: unsupported architecture '{}' (supported: {})", file->name(), arch, list));
-  }
-  auto model = it->second(std::move(file), backend, shard);
+  auto model = table().at(arch)(std::move(file), backend, shard);
   // A tensor no block loaded would be silently dropped from the computation.
   if (const auto unused = model->weights().unused(); !unused.empty()) {
     std::string list;

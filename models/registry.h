@@ -29,4 +29,9 @@ std::unique_ptr<Model> load(std::shared_ptr<const gguf::File> file, Backend& bac
 /// Registered architecture names, sorted.
 std::vector<std::string> architectures();
 
+/// Throws std::runtime_error when no model definition reads `file`'s general.architecture (an
+/// absent key reads as ""); the message names the file, the architecture with its bytes escaped
+/// (fmt's {:?}) and the supported ones. load() runs it first.
+void check_architecture(const gguf::File& file);
+
 }  // namespace minfer::models

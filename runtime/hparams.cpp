@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdint>
 
 #include "gguf/gguf.h"
 #include "runtime/model.h"
@@ -17,7 +18,14 @@ HParams HParams::from_gguf(const gguf::File& f, ops::RopeMode rope_mode) {
   h.n_ff = static_cast<int32_t>(f.get_u32(key("feed_forward_length")));
   h.n_head = static_cast<int32_t>(f.get_u32(key("attention.head_count")));
   h.n_head_kv = static_cast<int32_t>(f.get_u32_or(key("attention.head_count_kv"), static_cast<uint32_t>(h.n_head)));
-  h.n_ctx_train = static_cast<int32_t>(f.get_u32_or(key("context_length"), 2048));
+  // A u32 past INT32_MAX would wrap negative in the int32 fields: those files are broken too.
+  const auto i32 = [&](const char* k, uint32_t def) {
+    const uint32_t v = f.get_u32_or(key(k), def);
+    if (v == 0 || v > static_cast<uint32_t>(INT32_MAX))
+      throw std::invalid_argument(fmt::format("{}: {} is {} (must be in [1, {}])", f.name(), key(k), v, INT32_MAX));
+    return static_cast<int32_t>(v);
+  };
+  h.n_ctx_train = i32("context_length", 2048);
   h.rope_freq_base = f.get_f32_or(key("rope.freq_base"), 10000.0f);
   h.rms_eps = f.get_f32_or(key("attention.layer_norm_rms_epsilon"), 1e-6f);
   if (h.n_layer <= 0 || h.n_embd <= 0 || h.n_head <= 0 || h.n_head_kv <= 0 || h.n_ff <= 0)
@@ -25,15 +33,23 @@ HParams HParams::from_gguf(const gguf::File& f, ops::RopeMode rope_mode) {
                                             f.name(), h.n_layer, h.n_embd, h.n_head, h.n_head_kv, h.n_ff));
   if (h.n_head % h.n_head_kv != 0)
     throw std::invalid_argument(fmt::format("{}: n_head {} is not a multiple of n_head_kv {}", f.name(), h.n_head, h.n_head_kv));
-  h.head_dim = static_cast<int32_t>(f.get_u32_or(key("attention.key_length"), static_cast<uint32_t>(h.n_embd / h.n_head)));
-  h.head_dim_v = static_cast<int32_t>(f.get_u32_or(key("attention.value_length"), static_cast<uint32_t>(h.head_dim)));
+  h.head_dim = i32("attention.key_length", static_cast<uint32_t>(h.n_embd / h.n_head));
+  h.head_dim_v = i32("attention.value_length", static_cast<uint32_t>(h.head_dim));
   h.n_rot = static_cast<int32_t>(f.get_u32_or(key("rope.dimension_count"), static_cast<uint32_t>(h.head_dim)));
   if (const gguf::TensorInfo* emb = f.find_tensor("token_embd.weight")) h.n_vocab = static_cast<int32_t>(emb->ne[1]);
   else throw std::invalid_argument(fmt::format("{}: no token_embd.weight tensor", f.name()));
+  // Token ids index the embedding rows (more rows than tokens is padding, as in Qwen's files):
+  // a token past them would fail only when a prompt or the sampler reached it.
+  if (const gguf::Value* tokens = f.find("tokenizer.ggml.tokens"); tokens && tokens->array_size() > static_cast<uint64_t>(h.n_vocab))
+    throw std::invalid_argument(fmt::format("{}: the vocabulary has {} tokens but token_embd.weight has {} rows", f.name(),
+                                            tokens->array_size(), h.n_vocab));
   h.rope_mode = rope_mode;
   h.n_expert = static_cast<int32_t>(f.get_u32_or(key("expert_count"), 0));
   h.n_expert_used = static_cast<int32_t>(f.get_u32_or(key("expert_used_count"), 0));
   h.n_ff_exp = static_cast<int32_t>(f.get_u32_or(key("expert_feed_forward_length"), 0));
+  if (h.n_expert == 0 && h.n_expert_used > 0)
+    throw std::invalid_argument(fmt::format("{}: {} is {} but {} is missing or 0", f.name(), key("expert_used_count"),
+                                            h.n_expert_used, key("expert_count")));
   if (h.n_expert < 0 || h.n_expert_used < 0 || h.n_expert_used > h.n_expert || (h.n_expert > 0 && h.n_expert_used == 0))
     throw std::invalid_argument(fmt::format("{}: {} experts used of {} (expert_used_count must be in [1, expert_count])",
                                             f.name(), h.n_expert_used, h.n_expert));

@@ -167,7 +167,7 @@ std::vector<int32_t> Tokenizer::encode_trusted(std::string_view text, std::span<
 }
 
 std::vector<int32_t> Tokenizer::with_bos(std::vector<int32_t> ids) const {
-  if (vocab_.add_bos && vocab_.bos_id >= 0 && (ids.empty() || ids.front() != vocab_.bos_id)) {
+  if (vocab_.add_bos && (ids.empty() || ids.front() != vocab_.bos_id)) {  // add_bos implies a bos id (validate_vocab)
     ids.insert(ids.begin(), vocab_.bos_id);
   }
   return ids;

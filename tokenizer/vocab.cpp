@@ -65,6 +65,8 @@ void validate_vocab(const Vocab& v) {
   check_id(v.pad_id, "padding_token_id");
   check_id(v.eot_id, "eot_token_id");
   check_id(v.eom_id, "eom_token_id");
+  if (v.add_bos && v.bos_id < 0)
+    throw std::invalid_argument("tokenizer: add_bos_token is true but the vocabulary has no bos_token_id");
 }
 
 }  // namespace minfer::tokenizer

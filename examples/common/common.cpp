@@ -105,13 +105,7 @@ namespace {
 std::shared_ptr<const gguf::File> open_model_file(const std::string& path, std::string_view what) {
   if (!std::filesystem::exists(path)) throw std::runtime_error(fmt::format("{} file '{}' does not exist", what, path));
   auto file = std::make_shared<const gguf::File>(path);
-  const std::string arch(file->get_string_or("general.architecture", ""));
-  const auto archs = models::architectures();
-  if (std::find(archs.begin(), archs.end(), arch) == archs.end()) {
-    std::string list;
-    for (const auto& s : archs) list += (list.empty() ? "" : ", ") + s;
-    throw std::runtime_error(fmt::format("{}: unsupported architecture '{}' (supported: {})", path, arch, list));
-  }
+  models::check_architecture(*file);
   return file;
 }
 

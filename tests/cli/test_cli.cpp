@@ -177,8 +177,15 @@ TEST(Cli, UnsupportedArchitectureIsAClearError) {
   w.write(path);
   auto r = run(gen + " -m " + path.string());
   EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.out.find("unsupported architecture 'falcon-h1'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("unsupported architecture \"falcon-h1\""), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("qwen3"), std::string::npos) << r.out;  // lists the supported ones
+  // The file's bytes are escaped: a NUL used to end the message after "'qwen3moe".
+  gguf::Writer w2;
+  w2.set_string("general.architecture", std::string("qwen3moe\0junk", 13));
+  w2.write(path);
+  r = run(gen + " -m " + path.string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("unsupported architecture \"qwen3moe\\x00junk\" (supported: "), std::string::npos) << r.out;
 }
 
 // A text file flag given a directory names it; benchmark sizes whose positions or KV cells pass

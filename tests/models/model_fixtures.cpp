@@ -49,4 +49,26 @@ std::shared_ptr<const gguf::File> make_random_model(const quantize::MakeModelPar
   return file;
 }
 
+HParams minimal_qwen2_hparams(const std::function<void(gguf::Writer&)>& keys) {
+  gguf::Writer w;
+  w.set_string("general.architecture", "qwen2");
+  w.set_u32("qwen2.block_count", 1);
+  w.set_u32("qwen2.context_length", 4096);
+  w.set_u32("qwen2.embedding_length", 64);
+  w.set_u32("qwen2.feed_forward_length", 128);
+  w.set_u32("qwen2.attention.head_count", 2);
+  w.set_f32("qwen2.rope.freq_base", 1e6f);
+  keys(w);
+  std::vector<float> emb(64 * 4, 0.5f);
+  w.add_tensor("token_embd.weight", DType::F32, {64, 4}, emb.data());
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("minfer_hparams_" + std::to_string(getpid()) + "_" + std::to_string(seed()) + ".gguf");
+  w.write(path);
+  struct Remove {
+    std::filesystem::path p;
+    ~Remove() { std::filesystem::remove(p); }
+  } remove{path};
+  return HParams::from_gguf(gguf::File(path), ops::RopeMode::NEOX);
+}
+
 }  // namespace minfer::test

@@ -2,11 +2,13 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "gguf/gguf.h"
+#include "gguf/writer.h"
 #include "quantize/mkmodel.h"
 #include "runtime/model.h"
 #include "tensor/backend.h"
@@ -31,5 +33,10 @@ std::shared_ptr<const gguf::File> open_fixture(const std::string& relative);
 /// quantize::make_model(p) written to a temporary file, opened and the file removed (the mapping
 /// stays valid): a random-weight model of any shape for a test.
 std::shared_ptr<const gguf::File> make_random_model(const quantize::MakeModelParams& p);
+
+/// HParams::from_gguf of a minimal qwen2 GGUF (1 block, n_embd 64, 2 heads, context 4096, a
+/// 4-row f32 token_embd) after `keys` has set or overwritten metadata keys. Throws what
+/// from_gguf throws.
+HParams minimal_qwen2_hparams(const std::function<void(gguf::Writer&)>& keys);
 
 }  // namespace minfer::test

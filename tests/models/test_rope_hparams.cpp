@@ -23,29 +23,9 @@
 namespace minfer::test {
 namespace {
 
-// A minimal qwen2 GGUF (hyper-parameters and a token_embd) with extra keys set by `keys`.
-HParams hparams_with(const std::function<void(gguf::Writer&)>& keys) {
-  gguf::Writer w;
-  w.set_string("general.architecture", "qwen2");
-  w.set_u32("qwen2.block_count", 1);
-  w.set_u32("qwen2.context_length", 4096);
-  w.set_u32("qwen2.embedding_length", 64);
-  w.set_u32("qwen2.feed_forward_length", 128);
-  w.set_u32("qwen2.attention.head_count", 2);
-  w.set_f32("qwen2.rope.freq_base", 1e6f);
-  keys(w);
-  std::vector<float> emb(64 * 4, 0.5f);
-  w.add_tensor("token_embd.weight", DType::F32, {64, 4}, emb.data());
-  const auto path = std::filesystem::temp_directory_path() / ("minfer_rope_hparams_" + std::to_string(seed()) + ".gguf");
-  w.write(path);
-  HParams h = HParams::from_gguf(gguf::File(path), ops::RopeMode::NEOX);
-  std::filesystem::remove(path);
-  return h;
-}
-
 TEST(RopeHParams, GgufKeysWithLlamaCppDefaults) {
   {  // no scaling keys: plain RoPE
-    const HParams h = hparams_with([](gguf::Writer&) {});
+    const HParams h = minimal_qwen2_hparams([](gguf::Writer&) {});
     EXPECT_EQ(h.rope_scaling, RopeScaling::NONE);
     const ops::RopeParams r = h.rope_params();
     EXPECT_EQ(r.n_rot, 32);
@@ -55,7 +35,7 @@ TEST(RopeHParams, GgufKeysWithLlamaCppDefaults) {
     EXPECT_EQ(r.attn_factor, 1.0f);
   }
   {  // linear
-    const ops::RopeParams r = hparams_with([](gguf::Writer& w) {
+    const ops::RopeParams r = minimal_qwen2_hparams([](gguf::Writer& w) {
       w.set_string("qwen2.rope.scaling.type", "linear");
       w.set_f32("qwen2.rope.scaling.factor", 4.0f);
     }).rope_params();
@@ -64,12 +44,12 @@ TEST(RopeHParams, GgufKeysWithLlamaCppDefaults) {
     EXPECT_EQ(r.attn_factor, 1.0f);
   }
   {  // the old key, no type: linear, as llama.cpp reads it
-    const HParams h = hparams_with([](gguf::Writer& w) { w.set_f32("qwen2.rope.scale_linear", 2.0f); });
+    const HParams h = minimal_qwen2_hparams([](gguf::Writer& w) { w.set_f32("qwen2.rope.scale_linear", 2.0f); });
     EXPECT_EQ(h.rope_scaling, RopeScaling::LINEAR);
     EXPECT_EQ(h.rope_params().freq_scale, 0.5f);
   }
   {  // YaRN with the defaults: ext_factor 1, magnitude 0.1 ln(factor) + 1, betas 32 / 1
-    const HParams h = hparams_with([](gguf::Writer& w) {
+    const HParams h = minimal_qwen2_hparams([](gguf::Writer& w) {
       w.set_string("qwen2.rope.scaling.type", "yarn");
       w.set_f32("qwen2.rope.scaling.factor", 4.0f);
       w.set_u32("qwen2.rope.scaling.original_context_length", 512);
@@ -84,7 +64,7 @@ TEST(RopeHParams, GgufKeysWithLlamaCppDefaults) {
     EXPECT_EQ(r.beta_slow, 1.0f);
   }
   {  // YaRN with every key: Transformers' attention_factor replaces the magnitude, times attn_factor
-    const ops::RopeParams r = hparams_with([](gguf::Writer& w) {
+    const ops::RopeParams r = minimal_qwen2_hparams([](gguf::Writer& w) {
       w.set_string("qwen2.rope.scaling.type", "yarn");
       w.set_f32("qwen2.rope.scaling.factor", 8.0f);
       w.set_f32("qwen2.rope.scaling.attn_factor", 0.8f);
@@ -100,13 +80,13 @@ TEST(RopeHParams, GgufKeysWithLlamaCppDefaults) {
     EXPECT_EQ(r.beta_fast, 16.0f);
     EXPECT_EQ(r.beta_slow, 2.0f);
   }
-  EXPECT_THROW(hparams_with([](gguf::Writer& w) { w.set_string("qwen2.rope.scaling.type", "longrope"); }),
+  EXPECT_THROW(minimal_qwen2_hparams([](gguf::Writer& w) { w.set_string("qwen2.rope.scaling.type", "longrope"); }),
                std::invalid_argument);
-  EXPECT_THROW(hparams_with([](gguf::Writer& w) { w.set_f32("qwen2.rope.freq_base", -1.0f); }), std::invalid_argument);
+  EXPECT_THROW(minimal_qwen2_hparams([](gguf::Writer& w) { w.set_f32("qwen2.rope.freq_base", -1.0f); }), std::invalid_argument);
 }
 
 TEST(RopeHParams, FlagsOverrideLikeLlamaCpp) {
-  const HParams yarn = hparams_with([](gguf::Writer& w) {
+  const HParams yarn = minimal_qwen2_hparams([](gguf::Writer& w) {
     w.set_string("qwen2.rope.scaling.type", "yarn");
     w.set_f32("qwen2.rope.scaling.factor", 4.0f);
     w.set_u32("qwen2.rope.scaling.original_context_length", 512);
@@ -139,7 +119,7 @@ TEST(RopeHParams, FlagsOverrideLikeLlamaCpp) {
     EXPECT_FLOAT_EQ(r.attn_factor, 1.1f);
   }
   {  // --rope-scaling yarn --rope-scale 2 on a plain model: YaRN over context_length
-    HParams h = hparams_with([](gguf::Writer&) {});
+    HParams h = minimal_qwen2_hparams([](gguf::Writer&) {});
     h.apply({.scaling = RopeScaling::YARN, .scale = 2.0f});
     const ops::RopeParams r = h.rope_params();
     EXPECT_EQ(r.ext_factor, 1.0f);

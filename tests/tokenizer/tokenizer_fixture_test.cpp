@@ -283,6 +283,9 @@ TEST(TokenizerVocab, MalformedVocabulariesAreRejected) {
   { auto v = base(); v.pre = "gpt-4o"; expect_error(v, "gpt-4o"); }  // a pre-tokenizer minfer does not implement
   { auto v = base(); v.model = "llama"; expect_error(v, "llama"); }
   { auto v = base(); v.tokens.clear(); v.merges.clear(); expect_error(v, "no tokens"); }
+  // generate used to drop the BOS silently and perplexity to fail mid-run on such a file
+  { auto v = base(); v.add_bos = true; expect_error(v, "add_bos_token is true but the vocabulary has no bos_token_id"); }
+  { auto v = base(); v.add_bos = true; v.bos_id = 256; EXPECT_NO_THROW(Tokenizer{std::move(v)}); }
 }
 
 TEST(TokenizerVocab, GgufRoundTripAndMissingKeys) {
