@@ -83,8 +83,9 @@ struct HParams {
   /// RoPE pairing, which GGUF does not record: the model definition says it (NEOX for
   /// Transformers' rotate_half as converted, NORMAL for Llama, whose converter permutes wq / wk).
   /// Throws gguf::Error for missing or mistyped required keys, std::invalid_argument for
-  /// inconsistent values (e.g. n_head not a multiple of n_head_kv) and for an unsupported
-  /// rope.scaling.type.
+  /// inconsistent values (e.g. n_head not a multiple of n_head_kv; context_length or a head dim
+  /// outside [1, INT32_MAX]; expert_used_count without expert_count; more tokenizer.ggml.tokens
+  /// than token_embd.weight rows) and for an unsupported rope.scaling.type.
   static HParams from_gguf(const gguf::File& f, ops::RopeMode rope_mode);
 
   /// The rope op's parameters for these hyper-parameters (as llama.cpp's context resolves them):
