@@ -2,6 +2,7 @@
 // length first, and every size computation is done in a form that cannot wrap.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <bit>
 #include <limits>
 #include <unordered_map>
@@ -246,6 +247,21 @@ void File::Impl::parse() {
              "follow that offset (data section at {}, file size {}): file truncated?",
              t.nbytes, t.offset, avail - t.offset, data_offset, size);
     t.data = data + data_offset + t.offset;
+  }
+  // Tensors whose bytes overlap read each other's data: a model then runs on wrong weights with
+  // no error (two tensors at one offset loaded and produced a perplexity of 160,000).
+  std::vector<size_t> by_offset;
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (tensors[i].nbytes > 0) by_offset.push_back(i);
+  std::sort(by_offset.begin(), by_offset.end(),
+            [&](size_t a, size_t b) { return tensors[a].offset < tensors[b].offset; });
+  for (size_t k = 1; k < by_offset.size(); ++k) {
+    const TensorInfo &p = tensors[by_offset[k - 1]], &t = tensors[by_offset[k]];
+    if (p.offset + p.nbytes > t.offset) {
+      c.set_subject(fmt::format("tensor {}", quote(t.name)));
+      c.fail("data at offset {} overlaps tensor {} ({} bytes at offset {})", t.offset, quote(p.name), p.nbytes,
+             p.offset);
+    }
   }
 }
 

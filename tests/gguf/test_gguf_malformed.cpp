@@ -352,6 +352,19 @@ TEST(GgufMalformed, OffsetOrDataOutsideTheFile) {
                   {"'h'", "runs past the end"});
 }
 
+// Two tensors sharing bytes would each read the other's data (found by a mutation hunt: a model
+// ran on them with no error). Adjacent, empty and out-of-order tensors are fine.
+TEST(GgufMalformed, OverlappingTensorData) {
+  expect_rejected(file_with_tensors({{"a", {8}, G_F32, 0}, {"b", {8}, G_F32, 0}}, 64),
+                  {"'b'", "overlaps tensor 'a' (32 bytes at offset 0)"});
+  expect_rejected(file_with_tensors({{"big", {16}, G_F32, 0}, {"in", {8}, G_F32, 32}}, 96),
+                  {"'in'", "data at offset 32 overlaps tensor 'big' (64 bytes at offset 0)"});
+  const Bytes ok = file_with_tensors(
+      {{"second", {8}, G_F32, 32}, {"first", {8}, G_F32, 0}, {"empty", {0}, G_F32, 0}}, 64);
+  const File f = File::from_memory(ok.b, kName);
+  EXPECT_EQ(f.n_tensors(), 3u);
+}
+
 TEST(GgufMalformed, NoTensorsNeedNoDataSection) {
   Bytes b;
   b.header(3, 0, 1).kv_str("general.name", "x");  // ends at 16 mod 32, no padding
