@@ -71,6 +71,21 @@ __device__ __forceinline__ int64_t paged_cell(const Paged& pk, const int32_t* ro
   return entry_cell(pk, table_entry(pk, row, j), j, sink);
 }
 
+// Four int8 (one 32-bit word, bytes 0..3) times the f16 scales d2, as two f16 pairs: (q0, q1) * d2
+// into lo, (q2, q3) * d2 into hi, each exactly f16(q * d): 0x6400 | (q + 128) is the f16
+// 1024 + q + 128, minus 1152 is exactly q, and the product is rounded once (as
+// __float2half_rn(float(q) * d) rounds it: that f32 product is exact). The tensor-core decode and
+// prefill kernels widen their q8_0 K/V with it.
+__device__ __forceinline__ void q8_widen4(uint32_t w, __half2 d2, uint32_t& lo, uint32_t& hi) {
+  const uint32_t u = w ^ 0x80808080u;
+  const uint32_t a = __byte_perm(u, 0x64646464u, 0x5140), b = __byte_perm(u, 0x64646464u, 0x7362);
+  const __half2 k1152 = __half2half2(__ushort_as_half(0x6480));  // 1152
+  const __half2 x = __hmul2(__hsub2(*reinterpret_cast<const __half2*>(&a), k1152), d2);
+  const __half2 y = __hmul2(__hsub2(*reinterpret_cast<const __half2*>(&b), k1152), d2);
+  lo = *reinterpret_cast<const uint32_t*>(&x);
+  hi = *reinterpret_cast<const uint32_t*>(&y);
+}
+
 /// Prefill attention on the tensor cores (k_attention_fa.cu): runs it and returns true when it
 /// takes the node (f16 or q8_0 K and V, head_dim == head_dim_v in {64, 128}, rows aligned for
 /// cp.async: 16 bytes for f16, 4 for q8_0); returns false, launching nothing, otherwise.

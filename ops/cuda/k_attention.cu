@@ -565,19 +565,6 @@ __device__ __forceinline__ __half q8_scale(const unsigned char* row, int b) {
   return *reinterpret_cast<const __half*>(row + 34 * b);
 }
 
-// Four int8 (bytes 0..3 of u) times the f16 scales d: (x0, x1) * d into lo, (x2, x3) * d into hi.
-// The int8 become exact f16 integers (1024 + 128 + x by byte permutation into the f16 exponent
-// 0x64, minus 1152); one HMUL2 rounds each product once, as q * d in f32 rounded to f16 would.
-__device__ __forceinline__ void q8_half2s(uint32_t u, __half2 d, uint32_t& lo, uint32_t& hi) {
-  const __half2 bias = __half2half2(__ushort_as_half(0x6480));  // 1152
-  u ^= 0x80808080u;
-  const uint32_t a = __byte_perm(u, 0x64646464u, 0x4140), b = __byte_perm(u, 0x64646464u, 0x4342);
-  const __half2 x0 = __hmul2(__hsub2(*reinterpret_cast<const __half2*>(&a), bias), d);
-  const __half2 x1 = __hmul2(__hsub2(*reinterpret_cast<const __half2*>(&b), bias), d);
-  lo = *reinterpret_cast<const uint32_t*>(&x0);
-  hi = *reinterpret_cast<const uint32_t*>(&x1);
-}
-
 // The head dim of Q's A-fragment register i of k-step kk (lane quad qd). f16 K: the standard
 // layout. q8_0 K: k-step kk = 2 b + c of block b, and lane qd's k columns (2 qd, 2 qd + 1,
 // 2 qd + 8, 2 qd + 9) are the block's quants 8 qd + 4 c + (0, 1, 2, 3) — one 32-bit word of the
@@ -623,7 +610,7 @@ __device__ __forceinline__ void mma_scores(const unsigned char* kst, const uint3
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
           uint32_t b0, b1;
-          q8_half2s(q8_word(row, b, 2 * qd + c), d, b0, b1);
+          q8_widen4(q8_word(row, b, 2 * qd + c), d, b0, b1);
           const int kk = 2 * b + c;
           mma16816(sc[n], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], b0, b1);
         }
@@ -660,10 +647,10 @@ __device__ __forceinline__ void mma_pv(const unsigned char* vst, const uint32_t 
       const uint32_t u0 = q8_word(r0, b, g), u1 = q8_word(r0 + kRawRow, b, g);
       const uint32_t u8 = q8_word(r8, b, g), u9 = q8_word(r8 + kRawRow, b, g);
       uint32_t lo[4], hi[4];  // n-tile t: (lo[t], hi[t]) = (b[0], b[1])
-      q8_half2s(__byte_perm(u0, u1, 0x5140), d01, lo[0], lo[1]);
-      q8_half2s(__byte_perm(u0, u1, 0x7362), d01, lo[2], lo[3]);
-      q8_half2s(__byte_perm(u8, u9, 0x5140), d89, hi[0], hi[1]);
-      q8_half2s(__byte_perm(u8, u9, 0x7362), d89, hi[2], hi[3]);
+      q8_widen4(__byte_perm(u0, u1, 0x5140), d01, lo[0], lo[1]);
+      q8_widen4(__byte_perm(u0, u1, 0x7362), d01, lo[2], lo[3]);
+      q8_widen4(__byte_perm(u8, u9, 0x5140), d89, hi[0], hi[1]);
+      q8_widen4(__byte_perm(u8, u9, 0x7362), d89, hi[2], hi[3]);
 #pragma unroll
       for (int t = 0; t < 4; ++t) mma16816(o[4 * b + t], pa[0], pa[1], pa[2], pa[3], lo[t], hi[t]);
     }

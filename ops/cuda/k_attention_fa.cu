@@ -116,19 +116,6 @@ __device__ __forceinline__ void fa_issue(unsigned char* op, const char* gbase, i
   }
 }
 
-// Four int8 (one 32-bit word) times the f16 scale d2, as two f16 pairs, each exactly f16(q * d):
-// 0x6400 | (q + 128) is the f16 1024 + q + 128, minus 1152 is exactly q, and the product is rounded
-// once (as __float2half_rn(float(q) * d) rounds it: that f32 product is exact).
-__device__ __forceinline__ void fa_widen4(uint32_t w, __half2 d2, uint32_t& lo, uint32_t& hi) {
-  const uint32_t u = w ^ 0x80808080u;
-  const uint32_t a = __byte_perm(u, 0x64646464u, 0x5140), b = __byte_perm(u, 0x64646464u, 0x7362);
-  const __half2 k1152 = __half2half2(__ushort_as_half(0x6480));  // 1152
-  const __half2 x = __hmul2(__hsub2(*reinterpret_cast<const __half2*>(&a), k1152), d2);
-  const __half2 y = __hmul2(__hsub2(*reinterpret_cast<const __half2*>(&b), k1152), d2);
-  lo = *reinterpret_cast<const uint32_t*>(&x);
-  hi = *reinterpret_cast<const uint32_t*>(&y);
-}
-
 // Widens the raw q8_0 stage of tile `it` into the operand's f16 tile (the whole block).
 template <int D, int W>
 __device__ __forceinline__ void fa_widen(unsigned char* op, int it) {
@@ -146,8 +133,8 @@ __device__ __forceinline__ void fa_widen(unsigned char* op, int it) {
     const uint16_t* qs = reinterpret_cast<const uint16_t*>(blk + 2 + (c & 3) * 8);
     const uint32_t w0 = qs[0] | (static_cast<uint32_t>(qs[1]) << 16), w1 = qs[2] | (static_cast<uint32_t>(qs[3]) << 16);
     uint4 out;
-    fa_widen4(w0, d2, out.x, out.y);
-    fa_widen4(w1, d2, out.z, out.w);
+    q8_widen4(w0, d2, out.x, out.y);
+    q8_widen4(w1, d2, out.z, out.w);
     *reinterpret_cast<uint4*>(dst + r * S::kLd + 8 * c) = out;
   }
 }

@@ -19,15 +19,12 @@ for i in 1 2; do
   for s in .dev /tmp/base; do table $s minfer-bench -m $a3b --device cuda -p 512 -n 128 -r 3; done
 done
 echo "A/B $((SECONDS - t0)) s"
-timeout 60 .dev/bin/minfer-bench -m $a3b --device cuda --no-cuda-graphs --cuda-profile -p 0 -n 8 -r 1 > $out/profile_a3b.log 2>&1
-grep -E 'kernel nodes|\[cuda profile\]   ' $out/profile_a3b.log | grep -v 'graph ' | head -40
+kernel_profile profile_a3b 60 40 .dev/bin/minfer-bench -m $a3b -p 0 -n 8 -r 1
 
 if [[ ${PROFILE_7B:-1} == 1 ]] && left 420; then
   m=/tmp/7b.gguf
   [[ -f $m ]] || .dev/bin/minfer-mkmodel -q -o $m --shape qwen2.5-7b --type Q4_K_M > $out/mkmodel.log 2>&1
   echo "mkmodel 7b $((SECONDS - t0)) s"
-  timeout 90 .dev/bin/minfer-batched-bench -m $m --device cuda --no-cuda-graphs --cuda-profile -npp 128 -ntg 32 -npl 16 \
-    > $out/profile_b16.log 2>&1
-  grep -E 'kernel nodes|\[cuda profile\]   ' $out/profile_b16.log | grep -v 'graph ' | head -45
+  kernel_profile profile_b16 90 45 .dev/bin/minfer-batched-bench -m $m -npp 128 -ntg 32 -npl 16
 fi
 echo "done $((SECONDS - t0)) s"

@@ -28,8 +28,6 @@ for i in 1 2; do
   table /tmp/base minfer-bench -m $m --device cuda -p 0 -n 64 -d 32768 -r 2 --cache-type q8_0 | sed "s/^/q8_0 /"
 done
 if left 520; then
-  timeout 60 /tmp/new/bin/minfer-batched-bench -m $m --device cuda --no-cuda-graphs --cuda-profile -npp 128 -ntg 32 -npl 16 \
-    > $out/profile_b16.log 2>&1
-  grep -E 'kernel nodes|\[cuda profile\]   ' $out/profile_b16.log | grep -v 'graph ' | grep -vE 'x128\]|x128x1\]' | head -24
+  kernel_profile profile_b16 60 24 /tmp/new/bin/minfer-batched-bench -m $m -npp 128 -ntg 32 -npl 16
 fi
 echo "done $((SECONDS - t0)) s"

@@ -19,10 +19,7 @@ gtest t_cuda_ops 170 .dev/tests/test_cuda_ops "${TESTS_FILTER:-CudaFused*:CudaBa
 gtest t_ops 90 .dev/tests/test_backend_ops 'cuda.attention*:Coverage.cuda'
 
 # The B = 16 decode step by kernel (the labels give each node's shape: [d0 x d1 x d2]).
-timeout 60 .dev/bin/minfer-batched-bench -m $m --device cuda --no-cuda-graphs --cuda-profile -npp 128 -ntg 32 -npl 16 \
-  > $out/profile_b16.log 2>&1
-grep -E '^\|' $out/profile_b16.log | tail -1
-grep -E 'kernel nodes|\[cuda profile\]   ' $out/profile_b16.log | grep -v 'graph ' | head -45
+kernel_profile profile_b16 60 45 .dev/bin/minfer-batched-bench -m $m -npp 128 -ntg 32 -npl 16
 echo "profile $((SECONDS - t0)) s"
 
 for i in 1 2; do

@@ -34,3 +34,12 @@ gtest() {
 
 # table DIR PROGRAM ARGS...: DIR/bin/PROGRAM's benchmark table rows, each prefixed with DIR.
 table() { local side=$1; shift; "$side/bin/$@" 2>&1 | grep -E '^\|' | grep -vE '^\| *(model|---)' | sed "s|^|$side |"; }
+
+# kernel_profile NAME LIMIT LINES BIN ARGS...: BIN run eagerly with --cuda-profile into $out/NAME.log
+# (a benchmark of one model), then its last table row and the LINES largest kernel-node labels.
+kernel_profile() {
+  local name=$1 limit=$2 lines=$3 bin=$4; shift 4
+  timeout "$limit" "$bin" --device cuda --no-cuda-graphs --cuda-profile "$@" > "$out/$name.log" 2>&1
+  grep -E '^\|' "$out/$name.log" | tail -1
+  grep -E 'kernel nodes|\[cuda profile\]   ' "$out/$name.log" | grep -v 'graph ' | head -"$lines"
+}

@@ -15,15 +15,9 @@ fi
 m=/tmp/7b.gguf
 [[ -f $m ]] || .dev/bin/minfer-mkmodel -q -o $m --shape qwen2.5-7b --type Q4_K_M --vocab $vocab > $out/mkmodel.log 2>&1
 echo "mkmodel $((SECONDS - t0)) s"
-summary() { grep -E 'kernel nodes|\[cuda profile\]   ' "$1" | grep -v 'graph ' | head -${2:-40}; }
-timeout 90 .dev/bin/minfer-batched-bench -m $m --device cuda --no-cuda-graphs --cuda-profile -npp 128 -ntg 32 -npl 16 \
-  > $out/profile_b16.log 2>&1
-grep -E '^\|' $out/profile_b16.log | tail -1
-summary $out/profile_b16.log 45
+kernel_profile profile_b16 90 45 .dev/bin/minfer-batched-bench -m $m -npp 128 -ntg 32 -npl 16
 for ct in f16 q8_0; do
-  timeout 90 .dev/bin/minfer-bench -m $m --device cuda --no-cuda-graphs --cuda-profile -p 0 -n 8 -d 32768 -r 1 \
-    --cache-type $ct > $out/profile_d32k_$ct.log 2>&1
   echo "== depth 32768, $ct cache"
-  summary $out/profile_d32k_$ct.log 16
+  kernel_profile profile_d32k_$ct 90 16 .dev/bin/minfer-bench -m $m -p 0 -n 8 -d 32768 -r 1 --cache-type $ct
 done
 echo "done $((SECONDS - t0)) s"
