@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 
 #include "gguf/gguf.h"
 #include "runtime/model.h"
@@ -13,24 +14,22 @@ HParams HParams::from_gguf(const gguf::File& f, ops::RopeMode rope_mode) {
   h.arch = std::string(f.get_string("general.architecture"));
   h.name = std::string(f.get_string_or("general.name", ""));
   auto key = [&](const char* k) { return h.arch + "." + k; };
-  h.n_layer = static_cast<int32_t>(f.get_u32(key("block_count")));
-  h.n_embd = static_cast<int32_t>(f.get_u32(key("embedding_length")));
-  h.n_ff = static_cast<int32_t>(f.get_u32(key("feed_forward_length")));
-  h.n_head = static_cast<int32_t>(f.get_u32(key("attention.head_count")));
-  h.n_head_kv = static_cast<int32_t>(f.get_u32_or(key("attention.head_count_kv"), static_cast<uint32_t>(h.n_head)));
-  // A u32 past INT32_MAX would wrap negative in the int32 fields: those files are broken too.
-  const auto i32 = [&](const char* k, uint32_t def) {
-    const uint32_t v = f.get_u32_or(key(k), def);
+  // The int32 hyper-parameters: present (or defaulted) and in [1, INT32_MAX]; a u32 past
+  // INT32_MAX would wrap negative, a 0 would surface later as a message about -c or a shape.
+  const auto i32 = [&](const char* k, std::optional<uint32_t> def = std::nullopt) {
+    const uint32_t v = def ? f.get_u32_or(key(k), *def) : f.get_u32(key(k));
     if (v == 0 || v > static_cast<uint32_t>(INT32_MAX))
       throw std::invalid_argument(fmt::format("{}: {} is {} (must be in [1, {}])", f.name(), key(k), v, INT32_MAX));
     return static_cast<int32_t>(v);
   };
+  h.n_layer = i32("block_count");
+  h.n_embd = i32("embedding_length");
+  h.n_ff = i32("feed_forward_length");
+  h.n_head = i32("attention.head_count");
+  h.n_head_kv = i32("attention.head_count_kv", static_cast<uint32_t>(h.n_head));
   h.n_ctx_train = i32("context_length", 2048);
   h.rope_freq_base = f.get_f32_or(key("rope.freq_base"), 10000.0f);
   h.rms_eps = f.get_f32_or(key("attention.layer_norm_rms_epsilon"), 1e-6f);
-  if (h.n_layer <= 0 || h.n_embd <= 0 || h.n_head <= 0 || h.n_head_kv <= 0 || h.n_ff <= 0)
-    throw std::invalid_argument(fmt::format("{}: non-positive hyper-parameters (layers {}, n_embd {}, heads {}/{}, n_ff {})",
-                                            f.name(), h.n_layer, h.n_embd, h.n_head, h.n_head_kv, h.n_ff));
   if (h.n_head % h.n_head_kv != 0)
     throw std::invalid_argument(fmt::format("{}: n_head {} is not a multiple of n_head_kv {}", f.name(), h.n_head, h.n_head_kv));
   h.head_dim = i32("attention.key_length", static_cast<uint32_t>(h.n_embd / h.n_head));

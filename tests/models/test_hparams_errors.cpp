@@ -28,6 +28,9 @@ std::vector<std::string> n_tokens(int n) {
 }
 
 TEST(HParamsErrors, ContextLengthAndHeadDimsMustFitInt32AndBePositive) {
+  expect_refused([](gguf::Writer& w) { w.set_u32("qwen2.block_count", 0); }, "qwen2.block_count is 0");
+  expect_refused([](gguf::Writer& w) { w.set_u32("qwen2.attention.head_count_kv", 0x80000000u); },
+                 "qwen2.attention.head_count_kv is 2147483648");
   expect_refused([](gguf::Writer& w) { w.set_u32("qwen2.context_length", 0); }, "qwen2.context_length is 0");
   expect_refused([](gguf::Writer& w) { w.set_u32("qwen2.context_length", 0xffffffffu); }, "qwen2.context_length is 4294967295");
   expect_refused([](gguf::Writer& w) { w.set_u32("qwen2.attention.key_length", 0x80000000u); },
