@@ -159,41 +159,43 @@ std::vector<std::string> Weights::unused() const {
 std::vector<Tensor*> Weights::get_concat_rows(std::initializer_list<Part> parts, Split split) {
   if (split == Split::COLUMNS) throw std::logic_error("get_concat_rows: only rows (Split::ROWS) can be concatenated");
   std::vector<const gguf::TensorInfo*> infos;
-  bool same = true;
-  for (const Part& p : parts) {
-    const gguf::TensorInfo* i = &info(p.name, p.expected);
-    if (!infos.empty() && (i->type != infos[0]->type || i->ne[0] != infos[0]->ne[0])) same = false;
-    if (i->ne[2] != 1 || i->ne[3] != 1) same = false;
-    infos.push_back(i);
-  }
+  for (const Part& p : parts) infos.push_back(&info(p.name, p.expected));
+  const auto joins = [&](size_t i) {  // part i can share one tensor with part i - 1
+    const gguf::TensorInfo &a = *infos[i - 1], &b = *infos[i];
+    return a.type == b.type && a.ne[0] == b.ne[0] && a.ne[2] == 1 && a.ne[3] == 1 && b.ne[2] == 1 && b.ne[3] == 1;
+  };
   std::vector<Tensor*> out;
-  if (!same) {
-    for (const Part& p : parts) out.push_back(get_split(p.name, split, p.expected));
-    return out;
+  const std::vector<Part> list(parts);
+  for (size_t i0 = 0, i1; i0 < list.size(); i0 = i1) {
+    for (i1 = i0 + 1; i1 < list.size() && joins(i1);) ++i1;
+    if (i1 - i0 == 1) {
+      out.push_back(get_split(list[i0].name, split, list[i0].expected));
+      continue;
+    }
+    int64_t rows = 0;
+    for (size_t i = i0; i < i1; ++i) rows += part_shape(*infos[i], split)[1];
+    const size_t bytes = dtype_row_size(infos[i0]->type, infos[i0]->ne[0]) * static_cast<size_t>(rows);
+    std::string root_name;
+    for (size_t i = i0; i < i1; ++i) root_name += (root_name.empty() ? "" : "|") + infos[i]->name;
+    Tensor* root = ctx_.new_tensor(infos[i0]->type, {infos[i0]->ne[0], rows}, root_name);
+    root->flags |= kTensorWeight;
+    buffers_.push_back(backend_.alloc_buffer(bytes));
+    bind_tensor(*root, *buffers_.back(), 0);
+    size_t off = 0;
+    int64_t row0 = 0;
+    for (size_t i = i0; i < i1; ++i) {
+      upload_part(*root, off, *infos[i], split);
+      const int64_t n_rows = part_shape(*infos[i], split)[1];
+      Tensor* v = slice(ctx_, root, 1, row0, n_rows);
+      v->name = infos[i]->name;
+      v->flags |= kTensorWeight;
+      by_name_.emplace(infos[i]->name, v);
+      out.push_back(v);
+      off += static_cast<size_t>(n_rows) * root->nb[1];
+      row0 += n_rows;
+    }
+    if (!backend_.is_host()) device_bytes_ += bytes;
   }
-  int64_t rows = 0;
-  for (auto* i : infos) rows += part_shape(*i, split)[1];
-  const size_t bytes = dtype_row_size(infos[0]->type, infos[0]->ne[0]) * static_cast<size_t>(rows);
-  std::string root_name;
-  for (auto* i : infos) root_name += (root_name.empty() ? "" : "|") + i->name;
-  Tensor* root = ctx_.new_tensor(infos[0]->type, {infos[0]->ne[0], rows}, root_name);
-  root->flags |= kTensorWeight;
-  buffers_.push_back(backend_.alloc_buffer(bytes));
-  bind_tensor(*root, *buffers_.back(), 0);
-  size_t off = 0;
-  int64_t row0 = 0;
-  for (auto* i : infos) {
-    upload_part(*root, off, *i, split);
-    const int64_t n_rows = part_shape(*i, split)[1];
-    Tensor* v = slice(ctx_, root, 1, row0, n_rows);
-    v->name = i->name;
-    v->flags |= kTensorWeight;
-    by_name_.emplace(i->name, v);
-    out.push_back(v);
-    off += static_cast<size_t>(n_rows) * root->nb[1];
-    row0 += n_rows;
-  }
-  if (!backend_.is_host()) device_bytes_ += bytes;
   return out;
 }
 

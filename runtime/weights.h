@@ -86,10 +86,11 @@ class Weights {
     std::string_view name;
     Shape expected;
   };
-  /// Loads `parts` (2-D, same dtype and row length) into one tensor of concatenated rows and
-  /// returns one view per part, in order; with `split` ROWS, each part's rows of this rank. When
-  /// the dtypes or row lengths differ, returns the separately loaded tensors instead (the fused
-  /// op then runs separate matmuls). Shapes are checked as by get_split().
+  /// Loads each run of consecutive `parts` with the same dtype and row length (2-D) into one
+  /// tensor of concatenated rows and returns one view per part, in order; a part alone in its run
+  /// is loaded by itself (the fused op then runs a matmul per run: a Q4_K_M file's q|k as one and
+  /// a Q6_K attn_v apart). With `split` ROWS, each part's rows of this rank. Shapes are checked as
+  /// by get_split().
   std::vector<Tensor*> get_concat_rows(std::initializer_list<Part> parts, Split split = Split::NONE);
 
   /// The file's tensors that no get / find / get_split / get_concat_rows has loaded, in file

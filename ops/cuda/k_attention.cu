@@ -5,13 +5,15 @@
 // table[seq[t]][j / block_size] * block_size + j % block_size. The launch shape depends only on
 // tensor shapes, never on positions, sequences or the table, so a captured CUDA graph replays
 // correctly at any depth and for any mix of sequences.
-// - T <= 64 queries (kDecodeMaxRows): split-KV ("flash-decoding"): grid (splits, heads or KV
-//   heads, queries); split s takes an equal share of the visible keys (computed on the device from
-//   pos[t]), keeps an online softmax, and writes (max, sum, acc[dv]); attn_combine_kernel merges
-//   the splits of every head in parallel. Three kernels: attn_mma_decode_kernel (f16/q8_0 caches,
-//   head dims 64/128, GQA group <= 16: tensor cores, a block per 1-4 KV heads serving all their
-//   query heads), attn_gqa_kernel (the SIMT form for f32 caches and head dim 256, group <= 8),
-//   attn_split_kernel (anything else, a block per query head).
+// - T <= 64 queries (kDecodeMaxRows): split-KV ("flash-decoding"): split s of a query takes an
+//   equal share of its visible keys (computed on the device from pos[t]), keeps an online softmax,
+//   and writes (max, sum, acc[dv]); the combine (attn_combine_kernel for one query,
+//   attn_combine_rows_kernel for a batch: the same bits) merges the splits of every head in
+//   parallel. Three kernels: attn_mma_decode_kernel (f16/q8_0 caches, head dims 64/128, GQA group
+//   <= 16: tensor cores, a block per 1-4 KV heads serving all their query heads, blocks walking
+//   the active (query, split) items), attn_gqa_kernel (the SIMT form for f32 caches and head dim
+//   256, group <= 8; grid (splits, KV heads, queries)), attn_split_kernel (anything else, a block
+//   per query head and split).
 // - Every split-KV path launches a split count fixed by the longest sequence the table allows and
 //   the head counts, and each query uses ceil(kv_len / chunk) of them with chunk = a multiple of
 //   64 keys set by its own kv_len: never by T or the other queries, so query t of a T-query batch
@@ -94,17 +96,52 @@ __global__ void kv_store_kernel(TD x, TD cache, const int32_t* cells, ErrorSink 
 
 // ---------------------------------------------------------------- split-KV decode
 
-// Merges the splits of one (query head, query) into softmax(q K^T) V. A block takes 32 output
-// dims (grid z: the slice); warp w owns splits w, w + kCombineWarps, ... The merge is
-// latency-bound (a few MB over ~100 blocks), so a warp issues the loads of all its active splits
-// of a round (kCombineWarps * kCombineBatch = 256, every split a decode launch has) at once and
-// merges them two-pass (round max, then the weighted sums: independent exps). Only the query's
-// active splits are read (the others hold stale partials): the split count is set by the
-// longest sequence the table allows, so a batch of short sequences has few active splits of 256
-// (16 queries at depth 512: 8 each; reading all 256 cost the combine 5 us more). Rounds and then
-// warps are merged in order, so the order of the sums depends on the split count only, never on
-// the batch.
+// The split-KV combine: the splits of one (query head, query) merged into softmax(q K^T) V.
+// Both kernels below keep kCombineWarps running partials (M, L, acc); running partial w takes
+// splits w, w + kCombineWarps, ... one by one in that order (online softmax), and the partials
+// are then merged in order of w. The order of every sum depends on the split count only, never
+// on T or on which kernel runs, so both give the same bits (batch invariance). Only the query's
+// active splits are read (the others hold stale partials).
 constexpr int kCombineWarps = 8;
+
+// A running accumulator and a split's, weighted: a * f_old + x * f with the roundings spelled out,
+// so that no kernel's compiler contracts it differently (the two combines give the same bits).
+__device__ __forceinline__ float fold(float a, float f_old, float x, float f) {
+  return __fmaf_rn(x, f, __fmul_rn(a, f_old));
+}
+
+// One split's (m, l) into a running (M, L): the factors f_old and f of the running and the new
+// accumulator (fold), or false for an empty split (weight exactly 0).
+__device__ __forceinline__ bool merge_split(float& M, float& L, float2 ml, float& f_old, float& f) {
+  if (ml.y <= 0.0f) return false;
+  const float mn = fmaxf(M, ml.x);
+  f_old = __expf(M - mn);  // exp(-inf) = 0 before the first split
+  f = __expf(ml.x - mn);
+  L = fold(L, f_old, ml.y, f);
+  M = mn;
+  return true;
+}
+
+// The kCombineWarps running partials merged into one output value; acc(w) is partial w's.
+template <class Acc>
+__device__ __forceinline__ float merge_partials(const float2* wml, Acc acc) {
+  float mx = -INFINITY;
+#pragma unroll
+  for (int w = 0; w < kCombineWarps; ++w)
+    if (wml[w].y > 0.0f) mx = fmaxf(mx, wml[w].x);
+  float sum = 0.0f, x = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kCombineWarps; ++w) {
+    const float f = wml[w].y > 0.0f ? __expf(wml[w].x - mx) : 0.0f;
+    sum = __fmaf_rn(wml[w].y, f, sum);
+    x = __fmaf_rn(acc(w), f, x);
+  }
+  return x / sum;  // sum is 0 only for an invalid position (reported): NaN output
+}
+
+// One query (T = 1): a block per (query head, 32 output dims), running partial w in warp w, which
+// issues the loads of up to kCombineBatch of its splits at once (every split of a long sequence in
+// one round: the merge is latency-bound, a few MB over ~100 blocks).
 constexpr int kCombineBatch = 32;
 
 __global__ void __launch_bounds__(32 * kCombineWarps) attn_combine_kernel(const float* part_acc, const float2* part_ml,
@@ -127,40 +164,70 @@ __global__ void __launch_bounds__(32 * kCombineWarps) attn_combine_kernel(const 
       ml[b] = i < n_active ? part_ml[base + i] : make_float2(0.0f, 0.0f);
       x[b] = i < n_active && e < dv ? part_acc[(base + i) * dv + e] : 0.0f;
     }
-    float mr = -INFINITY;
 #pragma unroll
-    for (int b = 0; b < kCombineBatch; ++b)
-      if (i0 + b * kCombineWarps < n_active && ml[b].y > 0.0f) mr = fmaxf(mr, ml[b].x);
-    if (mr == -INFINITY) continue;
-    const float mn = fmaxf(M, mr), f_old = __expf(M - mn);  // exp(-inf) = 0 before the first round
-    L *= f_old;
-    a *= f_old;
-#pragma unroll
-    for (int b = 0; b < kCombineBatch; ++b)
-      if (i0 + b * kCombineWarps < n_active && ml[b].y > 0.0f) {
-        const float f = __expf(ml[b].x - mn);
-        L += ml[b].y * f;
-        a += x[b] * f;
-      }
-    M = mn;
+    for (int b = 0; b < kCombineBatch; ++b) {
+      float f_old, f;
+      if (merge_split(M, L, ml[b], f_old, f)) a = fold(a, f_old, x[b], f);
+    }
   }
   wacc[warp][lane] = a;
   if (lane == 0) wml[warp] = make_float2(M, L);
   __syncthreads();
   if (warp != 0 || e >= dv) return;
-  float mx = -INFINITY;
-#pragma unroll
-  for (int w = 0; w < kCombineWarps; ++w)
-    if (wml[w].y > 0.0f) mx = fmaxf(mx, wml[w].x);
-  float sum = 0.0f, x = 0.0f;
+  dst[(static_cast<int64_t>(t) * n_head + h) * dv + e] = merge_partials(wml, [&](int w) { return wacc[w][lane]; });
+}
+
+// A batch of queries (T > 1): a warp per (query, query head) with every output dim (Dims a lane:
+// lane + 32 d), the kCombineWarps running partials as register sets, a round's kCombineWarps
+// splits loaded at once. attn_combine_kernel's 8 warps a (head, 32 dims) cost ~23 us at T = 16 and
+// depth 512 (1,792 blocks for 8 active splits each, two blocks an SM by registers); this kernel
+// runs the same sums from 112 blocks.
+constexpr int kCombineRowsWarps = 4;
+
+template <int Dims>
+__global__ void __launch_bounds__(32 * kCombineRowsWarps)
+    attn_combine_rows_kernel(const float* part_acc, const float2* part_ml, Paged pk, int n_splits, int n_head, int T,
+                             int dv, float* dst) {
+  const int wid = blockIdx.x * kCombineRowsWarps + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+  if (wid >= n_head * T) return;
+  const int h = wid % n_head, t = wid / n_head;
+  const int64_t base = (static_cast<int64_t>(t) * n_head + h) * n_splits;
+  const int32_t* row;
+  const int n_active = active_splits(paged_query(pk, t, row, ErrorSink{}, false), n_splits);
+  float2 run[kCombineWarps];  // (M, L) of running partial w
+  float a[kCombineWarps][Dims];
 #pragma unroll
   for (int w = 0; w < kCombineWarps; ++w) {
-    const float f = wml[w].y > 0.0f ? __expf(wml[w].x - mx) : 0.0f;
-    sum += wml[w].y * f;
-    x += wacc[w][lane] * f;
+    run[w] = make_float2(-INFINITY, 0.0f);
+#pragma unroll
+    for (int d = 0; d < Dims; ++d) a[w][d] = 0.0f;
   }
-  // sum is 0 only for an invalid position (reported): NaN output.
-  dst[(static_cast<int64_t>(t) * n_head + h) * dv + e] = x / sum;
+  for (int i0 = 0; i0 < n_active; i0 += kCombineWarps) {
+    float2 ml[kCombineWarps];
+    float x[kCombineWarps][Dims];
+#pragma unroll
+    for (int w = 0; w < kCombineWarps; ++w) {
+      const int i = i0 + w;
+      ml[w] = i < n_active ? part_ml[base + i] : make_float2(0.0f, 0.0f);
+#pragma unroll
+      for (int d = 0; d < Dims; ++d) {
+        const int e = lane + 32 * d;
+        x[w][d] = i < n_active && e < dv ? part_acc[(base + i) * dv + e] : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int w = 0; w < kCombineWarps; ++w) {
+      float f_old, f;
+      if (merge_split(run[w].x, run[w].y, ml[w], f_old, f))
+#pragma unroll
+        for (int d = 0; d < Dims; ++d) a[w][d] = fold(a[w][d], f_old, x[w][d], f);
+    }
+  }
+#pragma unroll
+  for (int d = 0; d < Dims; ++d) {
+    const int e = lane + 32 * d;
+    if (e < dv) dst[(static_cast<int64_t>(t) * n_head + h) * dv + e] = merge_partials(run, [&](int w) { return a[w][d]; });
+  }
 }
 
 constexpr int kSplitWarps = 4;
@@ -474,11 +541,11 @@ __global__ void __launch_bounds__(32 * kGqaWarps) attn_gqa_kernel(TD q, TD k, TD
 // ---------------------------------------------------------------- tensor-core split-KV decode
 //
 // The decode kernel for f16 and q8_0 caches with head dims 64/128 (every released Qwen/Llama
-// shape): grid (splits, KV heads, queries) as attn_gqa_kernel, but the scores and P·V run on the
-// tensor cores and every K/V byte moves coalesced. One block serves the query heads of one KV
-// head (the rows of an m16 tile, zero past `group`, so group <= 16); each warp takes 16-key steps
-// of the block's split in turn (warp w: keys j0 + 16 (w + 4 i)) and keeps its own online
-// softmax:
+// shape): the splits of attn_gqa_kernel, walked as (query, split) items by a grid of blocks
+// (launch_mma_split), but the scores and P·V run on the tensor cores and every K/V byte moves
+// coalesced. One block serves the query heads of one KV head (the rows of an m16 tile, zero past
+// `group`, so group <= 16); each warp takes 16-key steps of the item's split in turn (warp w: keys
+// j0 + 16 (w + 4 i)) and keeps its own online softmax:
 // - the step's 16 K and V rows are copied whole into the warp's shared memory with cp.async
 //   (f16: 16-byte pieces, consecutive lanes on consecutive pieces of a row; q8_0: the raw
 //   34-byte blocks as 8- or 4-byte pieces), two steps in flight per warp;
@@ -657,175 +724,225 @@ __device__ __forceinline__ void mma_pv(const unsigned char* vst, const uint32_t 
   }
 }
 
+// The (query, split) items of a decode launch: query t's active splits are items start[t] ..
+// start[t + 1] - 1, start[T] items in all (T <= kDecodeMaxRows = two warps' worth of queries).
+// Every thread of the block calls it; start[] is shared memory; invalid positions are reported
+// when `report`.
+__device__ __forceinline__ void decode_items(const Paged& pk, int T, int n_splits, int* start, ErrorSink sink,
+                                             bool report) {
+  static_assert(kDecodeMaxRows <= 64, "two warps scan the queries");
+  __shared__ int warp_total;
+  const int t = threadIdx.x, lane = t & 31;
+  if (t < 64) {
+    int a = 0;
+    if (t < T) {
+      const int32_t* row;
+      a = active_splits(paged_query(pk, t, row, sink, report), n_splits);
+    }
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int x = __shfl_up_sync(0xffffffffu, a, o);
+      if (lane >= o) a += x;
+    }
+    if (t == 31) warp_total = a;
+    start[t + 1] = a;  // inclusive within the warp; warp 1 adds warp 0's total below
+  }
+  if (t == 0) start[0] = 0;
+  __syncthreads();
+  if (t >= 32 && t < 64) start[t + 1] += warp_total;
+  __syncthreads();
+}
+
+// Item i's query: the last t with start[t] <= i.
+__device__ __forceinline__ int item_query(const int* start, int T, int i) {
+  int lo = 0, hi = T - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (start[mid] <= i) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
 template <int D, DType KT, DType VT>
 __global__ void __launch_bounds__(32 * kMmaWarps, kMmaBlocksPerSm)
-    attn_mma_decode_kernel(TD q, TD k, TD v, Paged pk, float scale, int group, int hpb, float* part_acc,
+    attn_mma_decode_kernel(TD q, TD k, TD v, Paged pk, float scale, int group, int hpb, int n_splits, float* part_acc,
                            float2* part_ml, ErrorSink sink) {
   using KS = MmaStage<D, KT>;
   using VS = MmaStage<D, VT>;
   extern __shared__ __align__(16) unsigned char msm[];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int g = lane >> 2, qd = lane & 3;
-  unsigned char* wsm = msm + warp * mma_warp_bytes<D, KT, VT>();
-  unsigned char* kst = wsm;                        // K stages [2]
-  unsigned char* vst = wsm + 2 * KS::kStageBytes;  // V stages [2]
-  const int s = blockIdx.x, n_splits = gridDim.x, t = blockIdx.z;
-  // Warp w serves KV head blockIdx.y * hpb + w % hpb and every (kMmaWarps / hpb)-th step of it.
-  const int n_slots = kMmaWarps / hpb, slot = warp / hpb;
-  const int hk = blockIdx.y * hpb + warp % hpb;
-  const int n_head = gridDim.y * hpb * group;
+  __shared__ int start[kDecodeMaxRows + 1];
+  decode_items(pk, static_cast<int>(q.ne[2]), n_splits, start, sink, blockIdx.x == 0 && blockIdx.y == 0);
 
-  const int32_t* row;
-  const int64_t kv_len = paged_query(pk, t, row, sink, threadIdx.x == 0 && s == 0 && blockIdx.y == 0);
-  int64_t j0, j1;
-  split_range(kv_len, s, n_splits, j0, j1);
-  if (s > 0 && j0 >= j1) return;  // no keys here (active_splits)
+  // The f16 kernel is at its register limit (168 for three blocks an SM): what an item needs is
+  // derived inside the loop from a thread index the compiler cannot hoist, and the item count, T
+  // and the item's query are re-read from shared memory, so that only `item` stays live from one
+  // item to the next (held values spilled 40-48 bytes a thread).
+  for (int item = blockIdx.x; item < start[q.ne[2]]; item += gridDim.x) {
+    unsigned tid;
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
+    const int lane = tid & 31, warp = tid >> 5;
+    const int g = lane >> 2, qd = lane & 3;
+    unsigned char* wsm = msm + warp * mma_warp_bytes<D, KT, VT>();
+    unsigned char* kst = wsm;                        // K stages [2]
+    unsigned char* vst = wsm + 2 * KS::kStageBytes;  // V stages [2]
+    // Warp w serves KV head blockIdx.y * hpb + w % hpb and every (kMmaWarps / hpb)-th step of it.
+    const int n_slots = kMmaWarps / hpb, slot = warp / hpb;
+    const int hk = blockIdx.y * hpb + warp % hpb;
+    const int n_head = gridDim.y * hpb * group;
+    const int tq = item_query(start, static_cast<int>(q.ne[2]), item);  // the query (t below)
+    int64_t j0, j1;
+    const int32_t* row;
+    split_range(paged_query(pk, tq, row, sink, false), item - start[tq], n_splits, j0, j1);
 
-  // The first step's copies go out before the queries are read; the next step's table entries
-  // are loaded one step ahead.
-  const char* kbase = k.data + static_cast<int64_t>(hk) * k.nb[1];
-  const char* vbase = v.data + static_cast<int64_t>(hk) * v.nb[1];
-  const int64_t stride = static_cast<int64_t>(n_slots) * kMmaKeys;
-  const auto stage = [&](int64_t j, int32_t entry, int b) {
-    const int64_t cell = entry_cell(pk, entry, j, sink);
-    mma_stage_rows<D, KT>(kst + b * KS::kStageBytes, kbase, k.nb[2], cell, lane);
-    mma_stage_rows<D, VT>(vst + b * VS::kStageBytes, vbase, v.nb[2], cell, lane);
-  };
-  // This lane's key of the step at jc (its row lane & 15; past the split end, the last key).
-  const auto key = [&](int64_t jc) { return min(jc + (lane & 15), j1 - 1); };
-  int64_t jc = j0 + static_cast<int64_t>(slot) * kMmaKeys;
-  if (jc < j1) stage(key(jc), table_entry(pk, row, key(jc)), 0);
-  cp_async_commit();
-  int32_t next = jc + stride < j1 ? table_entry(pk, row, key(jc + stride)) : 0;
-
-  // Q's A fragments straight from the f32 rows (pre-scaled, rounded to f16; rows past the
-  // group are zero): a[0] row g, a[1] row g + 8, a[2] / a[3] the same rows at the k columns
-  // 8 on, each at the head dims q_frag_dim gives.
-  uint32_t qa[D / 16][4];
-  {
-    const char* q0 = q.data + static_cast<int64_t>(hk * group + g) * q.nb[1] + static_cast<int64_t>(t) * q.nb[2];
-    const char* q1 = q0 + 8 * q.nb[1];
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int r = g + (i & 1) * 8, e = q_frag_dim<KT>(kk, i, qd);
-        float2 x = make_float2(0.0f, 0.0f);
-        if (r < group) x = *reinterpret_cast<const float2*>((i & 1 ? q1 : q0) + e * q.nb[0]);
-        qa[kk][i] = pack_half2(x.x * scale, x.y * scale);
-      }
-  }
-
-  float o[D / 8][4];
-#pragma unroll
-  for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;  // rows g and g + 8
-
-  for (int b = 0; jc < j1; jc += stride, b ^= 1) {
-    if (jc + stride < j1) stage(key(jc + stride), next, b ^ 1);
+    // The first step's copies go out before the queries are read; the next step's table entries
+    // are loaded one step ahead.
+    const char* kbase = k.data + static_cast<int64_t>(hk) * k.nb[1];
+    const char* vbase = v.data + static_cast<int64_t>(hk) * v.nb[1];
+    const int64_t stride = static_cast<int64_t>(n_slots) * kMmaKeys;
+    const auto stage = [&](int64_t j, int32_t entry, int b) {
+      const int64_t cell = entry_cell(pk, entry, j, sink);
+      mma_stage_rows<D, KT>(kst + b * KS::kStageBytes, kbase, k.nb[2], cell, lane);
+      mma_stage_rows<D, VT>(vst + b * VS::kStageBytes, vbase, v.nb[2], cell, lane);
+    };
+    // This lane's key of the step at jc (its row lane & 15; past the split end, the last key).
+    const auto key = [&](int64_t jc) { return min(jc + (lane & 15), j1 - 1); };
+    int64_t jc = j0 + static_cast<int64_t>(slot) * kMmaKeys;
+    if (jc < j1) stage(key(jc), table_entry(pk, row, key(jc)), 0);
     cp_async_commit();
-    if (jc + 2 * stride < j1) next = table_entry(pk, row, key(jc + 2 * stride));
-    cp_async_wait<1>();
-    __syncwarp();
+    int32_t next = jc + stride < j1 ? table_entry(pk, row, key(jc + stride)) : 0;
 
-    float sc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-    mma_scores<D, KT>(kst + b * KS::kStageBytes, qa, sc, lane);
+    // Q's A fragments straight from the f32 rows (pre-scaled, rounded to f16; rows past the
+    // group are zero): a[0] row g, a[1] row g + 8, a[2] / a[3] the same rows at the k columns
+    // 8 on, each at the head dims q_frag_dim gives.
+    uint32_t qa[D / 16][4];
+    {
+      const char* q0 = q.data + static_cast<int64_t>(hk * group + g) * q.nb[1] + static_cast<int64_t>(tq) * q.nb[2];
+      const char* q1 = q0 + 8 * q.nb[1];
 #pragma unroll
-    for (int n = 0; n < 2; ++n)
+      for (int kk = 0; kk < D / 16; ++kk)
 #pragma unroll
-      for (int c = 0; c < 4; ++c)
-        if (jc + n * 8 + 2 * qd + (c & 1) >= j1) sc[n][c] = -INFINITY;
-    float x0 = fmaxf(fmaxf(sc[0][0], sc[0][1]), fmaxf(sc[1][0], sc[1][1]));
-    float x1 = fmaxf(fmaxf(sc[0][2], sc[0][3]), fmaxf(sc[1][2], sc[1][3]));
-    x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
-    x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
-    x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
-    x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
-    const float n0 = fmaxf(m0, x0), n1 = fmaxf(m1, x1);  // finite: key jc is always visible
-    const float c0 = __expf(m0 - n0), c1 = __expf(m1 - n1);
-#pragma unroll
-    for (int n = 0; n < 2; ++n) {
-      sc[n][0] = __expf(sc[n][0] - n0);
-      sc[n][1] = __expf(sc[n][1] - n0);
-      sc[n][2] = __expf(sc[n][2] - n1);
-      sc[n][3] = __expf(sc[n][3] - n1);
+        for (int i = 0; i < 4; ++i) {
+          const int r = g + (i & 1) * 8, e = q_frag_dim<KT>(kk, i, qd);
+          float2 x = make_float2(0.0f, 0.0f);
+          if (r < group) x = *reinterpret_cast<const float2*>((i & 1 ? q1 : q0) + e * q.nb[0]);
+          qa[kk][i] = pack_half2(x.x * scale, x.y * scale);
+        }
     }
-    l0 = l0 * c0 + (sc[0][0] + sc[0][1] + sc[1][0] + sc[1][1]);  // this lane's keys; the quad sums at the end
-    l1 = l1 * c1 + (sc[0][2] + sc[0][3] + sc[1][2] + sc[1][3]);
-    m0 = n0;
-    m1 = n1;
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      o[n][0] *= c0;
-      o[n][1] *= c0;
-      o[n][2] *= c1;
-      o[n][3] *= c1;
-    }
-    const uint32_t pa[4] = {pack_half2(sc[0][0], sc[0][1]), pack_half2(sc[0][2], sc[0][3]),
-                            pack_half2(sc[1][0], sc[1][1]), pack_half2(sc[1][2], sc[1][3])};
-    mma_pv<D, VT>(vst + b * VS::kStageBytes, pa, o, lane);
-    __syncwarp();  // every lane is done with stage b before the next step refills it
-  }
-  cp_async_wait<0>();
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
 
-  // This lane's accumulators of row g (h = 0) or g + 8 (h = 1) into dst[dim] (dims by o_frag_dim:
-  // f16 V as float2 pairs, q8_0 V as float4 runs of a block's four n-tiles).
-  const auto put_row = [&](float* dst, int h) {
-    if constexpr (VT == DType::F16) {
+    float o[D / 8][4];
 #pragma unroll
-      for (int n = 0; n < D / 8; ++n)
-        *reinterpret_cast<float2*>(dst + o_frag_dim<VT>(n, 0, qd)) = make_float2(o[n][2 * h], o[n][2 * h + 1]);
-    } else {
+    for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;  // rows g and g + 8
+
+    for (int b = 0; jc < j1; jc += stride, b ^= 1) {
+      if (jc + stride < j1) stage(key(jc + stride), next, b ^ 1);
+      cp_async_commit();
+      if (jc + 2 * stride < j1) next = table_entry(pk, row, key(jc + 2 * stride));
+      cp_async_wait<1>();
+      __syncwarp();
+
+      float sc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+      mma_scores<D, KT>(kst + b * KS::kStageBytes, qa, sc, lane);
 #pragma unroll
-      for (int b = 0; b < D / 32; ++b)
+      for (int n = 0; n < 2; ++n)
 #pragma unroll
-        for (int j = 0; j < 2; ++j)
-          *reinterpret_cast<float4*>(dst + o_frag_dim<VT>(4 * b, j, qd)) =
-              make_float4(o[4 * b][2 * h + j], o[4 * b + 1][2 * h + j], o[4 * b + 2][2 * h + j], o[4 * b + 3][2 * h + j]);
+        for (int c = 0; c < 4; ++c)
+          if (jc + n * 8 + 2 * qd + (c & 1) >= j1) sc[n][c] = -INFINITY;
+      float x0 = fmaxf(fmaxf(sc[0][0], sc[0][1]), fmaxf(sc[1][0], sc[1][1]));
+      float x1 = fmaxf(fmaxf(sc[0][2], sc[0][3]), fmaxf(sc[1][2], sc[1][3]));
+      x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
+      x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
+      x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
+      x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
+      const float n0 = fmaxf(m0, x0), n1 = fmaxf(m1, x1);  // finite: key jc is always visible
+      const float c0 = __expf(m0 - n0), c1 = __expf(m1 - n1);
+#pragma unroll
+      for (int n = 0; n < 2; ++n) {
+        sc[n][0] = __expf(sc[n][0] - n0);
+        sc[n][1] = __expf(sc[n][1] - n0);
+        sc[n][2] = __expf(sc[n][2] - n1);
+        sc[n][3] = __expf(sc[n][3] - n1);
+      }
+      l0 = l0 * c0 + (sc[0][0] + sc[0][1] + sc[1][0] + sc[1][1]);  // this lane's keys; the quad sums at the end
+      l1 = l1 * c1 + (sc[0][2] + sc[0][3] + sc[1][2] + sc[1][3]);
+      m0 = n0;
+      m1 = n1;
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n) {
+        o[n][0] *= c0;
+        o[n][1] *= c0;
+        o[n][2] *= c1;
+        o[n][3] *= c1;
+      }
+      const uint32_t pa[4] = {pack_half2(sc[0][0], sc[0][1]), pack_half2(sc[0][2], sc[0][3]),
+                              pack_half2(sc[1][0], sc[1][1]), pack_half2(sc[1][2], sc[1][3])};
+      mma_pv<D, VT>(vst + b * VS::kStageBytes, pa, o, lane);
+      __syncwarp();  // every lane is done with stage b before the next step refills it
     }
-  };
-  // One partial (acc, m, l) per query head: straight from the warp when it alone covered its
-  // head's keys of the split, else merged with the other slots' warps through shared memory.
-  const auto part = [&](int r) { return (static_cast<int64_t>(t) * n_head + hk * group + r) * n_splits + s; };
-  if (n_slots == 1) {
-    if (g < group) put_row(part_acc + part(g) * D, 0);
-    if (g + 8 < group) put_row(part_acc + part(g + 8) * D, 1);
-    if (qd == 0 && g < group) part_ml[part(g)] = make_float2(m0, l0);
-    if (qd == 0 && g + 8 < group) part_ml[part(g + 8)] = make_float2(m1, l1);
-    return;
-  }
-  __syncthreads();  // the stages are free now
-  float* wo = reinterpret_cast<float*>(msm);   // [warps][kMmaRows][D]
-  float* wml = wo + kMmaWarps * kMmaRows * D;  // [warps][kMmaRows] (m, l)
-  put_row(wo + (warp * kMmaRows + g) * D, 0);
-  put_row(wo + (warp * kMmaRows + g + 8) * D, 1);
-  if (qd == 0) {
-    *reinterpret_cast<float2*>(wml + 2 * (warp * kMmaRows + g)) = make_float2(m0, l0);
-    *reinterpret_cast<float2*>(wml + 2 * (warp * kMmaRows + g + 8)) = make_float2(m1, l1);
-  }
-  __syncthreads();
-  for (int i = threadIdx.x; i < hpb * group * D; i += blockDim.x) {
-    const int hw = i / (group * D), r = i / D % group, e = i % D;
-    float M = -INFINITY;
-    for (int sl = 0; sl < n_slots; ++sl) {
-      const int w = sl * hpb + hw;
-      if (wml[2 * (w * kMmaRows + r) + 1] > 0.0f) M = fmaxf(M, wml[2 * (w * kMmaRows + r)]);
+    cp_async_wait<0>();
+    const int t = item_query(start, static_cast<int>(q.ne[2]), item), s = item - start[t];
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+
+    // This lane's accumulators of row g (h = 0) or g + 8 (h = 1) into dst[dim] (dims by o_frag_dim:
+    // f16 V as float2 pairs, q8_0 V as float4 runs of a block's four n-tiles).
+    const auto put_row = [&](float* dst, int h) {
+      if constexpr (VT == DType::F16) {
+#pragma unroll
+        for (int n = 0; n < D / 8; ++n)
+          *reinterpret_cast<float2*>(dst + o_frag_dim<VT>(n, 0, qd)) = make_float2(o[n][2 * h], o[n][2 * h + 1]);
+      } else {
+#pragma unroll
+        for (int b = 0; b < D / 32; ++b)
+#pragma unroll
+          for (int j = 0; j < 2; ++j)
+            *reinterpret_cast<float4*>(dst + o_frag_dim<VT>(4 * b, j, qd)) =
+                make_float4(o[4 * b][2 * h + j], o[4 * b + 1][2 * h + j], o[4 * b + 2][2 * h + j], o[4 * b + 3][2 * h + j]);
+      }
+    };
+    // One partial (acc, m, l) per query head: straight from the warp when it alone covered its
+    // head's keys of the split, else merged with the other slots' warps through shared memory.
+    const auto part = [&](int r) { return (static_cast<int64_t>(t) * n_head + hk * group + r) * n_splits + s; };
+    if (n_slots == 1) {
+      if (g < group) put_row(part_acc + part(g) * D, 0);
+      if (g + 8 < group) put_row(part_acc + part(g + 8) * D, 1);
+      if (qd == 0 && g < group) part_ml[part(g)] = make_float2(m0, l0);
+      if (qd == 0 && g + 8 < group) part_ml[part(g + 8)] = make_float2(m1, l1);
+      continue;  // the warp's stages are its own: no barrier before the next item
     }
-    float L = 0.0f, a = 0.0f;
-    for (int sl = 0; sl < n_slots; ++sl) {
-      const int w = sl * hpb + hw;
-      const float lw = wml[2 * (w * kMmaRows + r) + 1];
-      const float f = lw > 0.0f ? __expf(wml[2 * (w * kMmaRows + r)] - M) : 0.0f;
-      L += lw * f;
-      a += wo[(w * kMmaRows + r) * D + e] * f;
+    __syncthreads();  // the stages are free now
+    float* wo = reinterpret_cast<float*>(msm);   // [warps][kMmaRows][D]
+    float* wml = wo + kMmaWarps * kMmaRows * D;  // [warps][kMmaRows] (m, l)
+    put_row(wo + (warp * kMmaRows + g) * D, 0);
+    put_row(wo + (warp * kMmaRows + g + 8) * D, 1);
+    if (qd == 0) {
+      *reinterpret_cast<float2*>(wml + 2 * (warp * kMmaRows + g)) = make_float2(m0, l0);
+      *reinterpret_cast<float2*>(wml + 2 * (warp * kMmaRows + g + 8)) = make_float2(m1, l1);
     }
-    const int64_t pi = (static_cast<int64_t>(t) * n_head + (blockIdx.y * hpb + hw) * group + r) * n_splits + s;
-    part_acc[pi * D + e] = a;
-    if (e == 0) part_ml[pi] = make_float2(M, L);
+    __syncthreads();
+    for (int i = threadIdx.x; i < hpb * group * D; i += blockDim.x) {
+      const int hw = i / (group * D), r = i / D % group, e = i % D;
+      float M = -INFINITY;
+      for (int sl = 0; sl < n_slots; ++sl) {
+        const int w = sl * hpb + hw;
+        if (wml[2 * (w * kMmaRows + r) + 1] > 0.0f) M = fmaxf(M, wml[2 * (w * kMmaRows + r)]);
+      }
+      float L = 0.0f, a = 0.0f;
+      for (int sl = 0; sl < n_slots; ++sl) {
+        const int w = sl * hpb + hw;
+        const float lw = wml[2 * (w * kMmaRows + r) + 1];
+        const float f = lw > 0.0f ? __expf(wml[2 * (w * kMmaRows + r)] - M) : 0.0f;
+        L += lw * f;
+        a += wo[(w * kMmaRows + r) * D + e] * f;
+      }
+      const int64_t pi = (static_cast<int64_t>(t) * n_head + (blockIdx.y * hpb + hw) * group + r) * n_splits + s;
+      part_acc[pi * D + e] = a;
+      if (e == 0) part_ml[pi] = make_float2(M, L);
+    }
+    __syncthreads();  // the merge buffer overlaps the next item's stages
   }
 }
 
@@ -876,9 +993,22 @@ SplitParts split_parts(const KernelContext& kc, int64_t parts, int64_t dv) {
 
 void launch_combine(KernelContext& kc, const float* part_acc, const float2* part_ml, const Paged& pk, int64_t n_head,
                     int64_t T, int n_splits, int64_t dv, float* out) {
-  attn_combine_kernel<<<dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(T), static_cast<unsigned>(ceil_div(dv, 32))),
-                        32 * kCombineWarps, 0, kc.stream>>>(part_acc, part_ml, pk, n_splits, static_cast<int>(dv), out);
-  kc.check_launch("attn_combine_kernel");
+  if (T == 1) {
+    attn_combine_kernel<<<dim3(static_cast<unsigned>(n_head), 1, static_cast<unsigned>(ceil_div(dv, 32))),
+                          32 * kCombineWarps, 0, kc.stream>>>(part_acc, part_ml, pk, n_splits, static_cast<int>(dv), out);
+    kc.check_launch("attn_combine_kernel");
+    return;
+  }
+  const unsigned blocks = static_cast<unsigned>(ceil_div(n_head * T, kCombineRowsWarps));
+  const auto launch = [&](auto kernel) {
+    kernel<<<blocks, 32 * kCombineRowsWarps, 0, kc.stream>>>(part_acc, part_ml, pk, n_splits, static_cast<int>(n_head),
+                                                            static_cast<int>(T), static_cast<int>(dv), out);
+  };
+  if (dv <= 32) launch(attn_combine_rows_kernel<1>);
+  else if (dv <= 64) launch(attn_combine_rows_kernel<2>);
+  else if (dv <= 128) launch(attn_combine_rows_kernel<4>);
+  else launch(attn_combine_rows_kernel<8>);  // dv <= 256 (kMaxDvPerLane)
+  kc.check_launch("attn_combine_rows_kernel");
 }
 
 // The decode kernels (T <= kDecodeMaxRows): the tensor-core one, the GQA-grouped SIMT one (f32
@@ -941,13 +1071,19 @@ void launch_gqa(KernelContext& kc, const Tensor& q, const Tensor& k, const Tenso
   launch_combine(kc, part_acc, part_ml, pk, n_head, T, n_splits, D, out);
 }
 
+// attn_mma_decode_kernel into the node's partials (n_splits of them per query head). The grid
+// walks the active (query, split) items: one block per split of a single query (so one query at
+// any depth has every split in flight), at most one wave of resident blocks for a batch (so the
+// splits a batch of short sequences leaves empty cost no block launches; before, a grid of
+// (splits, queries) put ~4,000 mostly empty blocks of ~70 KB of shared memory each through the
+// SMs at T = 16 and depth 512: 15.5 us where the keys take ~5).
 template <int D, DType KT, DType VT>
-void launch_mma_decode(KernelContext& kc, const Tensor& q, const Tensor& k, const Tensor& v, const Paged& pk,
-                       float scale, int group, float* out) {
+SplitParts launch_mma_split(KernelContext& kc, const Tensor& q, const Tensor& k, const Tensor& v, const Paged& pk,
+                            float scale, int group, int& n_splits) {
   const int64_t n_head = q.ne[1], n_head_kv = k.ne[1], T = q.ne[2];
   const int hpb = mma_heads_per_block(n_head_kv);
-  const int n_splits = decode_kernel_splits(kc, pk, DecodeKernel::MMA, n_head, n_head_kv);
-  const auto [part_acc, part_ml] = split_parts(kc, T * n_head * n_splits, D);
+  n_splits = decode_kernel_splits(kc, pk, DecodeKernel::MMA, n_head, n_head_kv);
+  const SplitParts parts = split_parts(kc, T * n_head * n_splits, D);
   constexpr size_t smem = mma_decode_smem<D, KT, VT>();
   static bool raised = false;  // once per instantiation, before any graph capture
   if (!raised) {
@@ -956,11 +1092,22 @@ void launch_mma_decode(KernelContext& kc, const Tensor& q, const Tensor& k, cons
                       kc.where());
     raised = true;
   }
-  attn_mma_decode_kernel<D, KT, VT>
-      <<<dim3(n_splits, static_cast<unsigned>(n_head_kv / hpb), static_cast<unsigned>(T)), 32 * kMmaWarps, smem,
-         kc.stream>>>(td(q), td(k), td(v), pk, scale, group, hpb, part_acc, part_ml, kc.sink());
+  const int64_t groups = n_head_kv / hpb;
+  const int64_t resident = ceil_div(static_cast<int64_t>(kMmaBlocksPerSm) * kc.prop->multiProcessorCount, groups);
+  const int64_t blocks = std::min<int64_t>(n_splits * T, std::max<int64_t>(resident, n_splits));
+  attn_mma_decode_kernel<D, KT, VT><<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(groups)),
+                                      32 * kMmaWarps, smem, kc.stream>>>(td(q), td(k), td(v), pk, scale, group, hpb,
+                                                                         n_splits, parts.acc, parts.ml, kc.sink());
   kc.check_launch("attn_mma_decode_kernel");
-  launch_combine(kc, part_acc, part_ml, pk, n_head, T, n_splits, D, out);
+  return parts;
+}
+
+template <int D, DType KT, DType VT>
+void launch_mma_decode(KernelContext& kc, const Tensor& q, const Tensor& k, const Tensor& v, const Paged& pk,
+                       float scale, int group, float* out) {
+  int n_splits = 0;
+  const SplitParts parts = launch_mma_split<D, KT, VT>(kc, q, k, v, pk, scale, group, n_splits);
+  launch_combine(kc, parts.acc, parts.ml, pk, q.ne[1], q.ne[2], n_splits, D, out);
 }
 
 // ---------------------------------------------------------------- tiled prefill

@@ -194,9 +194,12 @@ namespace {
 
 // How k_qkv lays out its workspace: the projection output [nq + nk + nv, N] f32, then what its
 // matmul(s) take.
+// The projections run as one matmul when wq|wk|wv are adjacent rows, as wq|wk and wv when only
+// q and k are (a Q4_K_M file stores attn_v of some layers as Q6_K: two launches instead of
+// three), else as three.
 struct QkvPlan {
-  bool one_matmul;
-  Tensor wqkv;  // wq|wk|wv as one weight (one_matmul)
+  bool one_matmul, qk_matmul;
+  Tensor wqkv;  // wq|wk|wv (one_matmul) or wq|wk (qk_matmul) as one weight
   size_t out_bytes, sub;
 };
 
@@ -204,14 +207,15 @@ QkvPlan qkv_plan(const KernelContext& kc, const Tensor& node, const Tensor& x) {
   const Tensor &wq = *node.src[1], &wk = *node.src[2], &wv = *node.src[3];
   const int64_t N = x.ne[1], nq = wq.ne[1], nk = wk.ne[1], nv = wv.ne[1];
   QkvPlan p{};
-  p.one_matmul = adjacent(&wq, &wk) && adjacent(&wk, &wv);
-  if (p.one_matmul) {
+  p.qk_matmul = adjacent(&wq, &wk);
+  p.one_matmul = p.qk_matmul && adjacent(&wk, &wv);
+  if (p.qk_matmul) {
     p.wqkv = wq;
-    p.wqkv.ne[1] = nq + nk + nv;
-    p.sub = matmul_scratch(kc, p.wqkv, x);
-  } else {
-    p.sub = std::max({matmul_scratch(kc, wq, x), matmul_scratch(kc, wk, x), matmul_scratch(kc, wv, x)});
+    p.wqkv.ne[1] = nq + nk + (p.one_matmul ? nv : 0);
   }
+  if (p.one_matmul) p.sub = matmul_scratch(kc, p.wqkv, x);
+  else if (p.qk_matmul) p.sub = std::max(matmul_scratch(kc, p.wqkv, x), matmul_scratch(kc, wv, x));
+  else p.sub = std::max({matmul_scratch(kc, wq, x), matmul_scratch(kc, wk, x), matmul_scratch(kc, wv, x)});
   p.out_bytes = align256(static_cast<size_t>((nq + nk + nv) * N) * 4);
   return p;
 }
@@ -273,6 +277,15 @@ void k_qkv(KernelContext& kc, Tensor& node) {
     a.k = out + nq;
     a.v = out + nq + nk;
     a.q_stride = a.k_stride = a.v_stride = nq + nk + nv;
+  } else if (plan.qk_matmul) {
+    Tensor oqk = f32_matrix(out, nq + nk, N), ov = f32_matrix(out + (nq + nk) * N, nv, N);
+    matmul(kc, wqkv, x, oqk);
+    matmul(kc, wv, x, ov);
+    a.q = out;
+    a.k = out + nq;
+    a.v = out + (nq + nk) * N;
+    a.q_stride = a.k_stride = nq + nk;
+    a.v_stride = nv;
   } else {
     Tensor oq = f32_matrix(out, nq, N), ok = f32_matrix(out + nq * N, nk, N), ov = f32_matrix(out + (nq + nk) * N, nv, N);
     matmul(kc, wq, x, oq);

@@ -6,7 +6,9 @@
 //   nvcc -O3 -std=c++17 --expt-relaxed-constexpr -gencode=arch=compute_90a,code=sm_90a -I. -o /tmp/attn_probe scripts/probes/attn_decode_probe.cu
 //   /tmp/attn_probe
 // Kernels: gqa = attn_gqa_kernel (SIMT, the decode kernel before the tensor-core one),
-// mma = attn_mma_decode_kernel; each with attn_combine_kernel. Rows: cache type, queries T (each
+// mma = attn_mma_decode_kernel; each with the library's combine (attn_combine_kernel for T = 1,
+// attn_combine_rows_kernel for T > 1); "8-warp combine" = attn_combine_kernel at every T, whose
+// output must equal the library's bit for bit. Rows: cache type, queries T (each
 // its own sequence at the depth), depth, us per layer (median of 7 replays of a graph of 28
 // launches, one per layer), GB/s of K/V bytes, max |err| / max |ref| over the layer-0 output.
 #include "ops/cuda/k_attention.cu"
@@ -17,6 +19,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -139,7 +142,9 @@ int main(int argc, char** argv) {
   std::vector<Case> cases;
   for (DType kv : {DType::F16, DType::Q8_0})
     for (int64_t depth : {512, 4096, 16384, 32768}) cases.push_back({kv, 1, depth});
-  for (int64_t depth : {512, 4096}) cases.push_back({DType::F16, 16, depth});
+  for (DType kv : {DType::F16, DType::Q8_0})
+    for (int T : {4, 16})
+      for (int64_t depth : {512, 4096}) cases.push_back({kv, T, depth});
   printf("| kv | T | depth | kernel | us/layer | GB/s (K+V) | max err / max ref |\n|---|---|---|---|---|---|---|\n");
   for (const Case& c : cases) {
     std::vector<int32_t> pos(c.T), seq(c.T);
@@ -188,8 +193,9 @@ int main(int argc, char** argv) {
           max_ref = std::max(max_ref, std::fabs(a / sum));
         }
       }
+    std::vector<float> lib_out;
     for (int kernel = 0; kernel < 4; ++kernel) {
-      const char* kname = kernel == 0 ? "gqa" : kernel == 1 ? "mma" : kernel == 2 ? "mma w/o combine" : "mma 1 head/block";
+      const char* kname = kernel == 0 ? "gqa" : kernel == 1 ? "mma" : kernel == 2 ? "mma w/o combine" : "mma, 8-warp combine";
       auto launch = [&](int l) {
         Tensor q, k, v;
         q.type = DType::F32;
@@ -211,19 +217,17 @@ int main(int argc, char** argv) {
         kc.work = work;
         kc.work_bytes = work_bytes;
         float* out = d_out + (size_t)l * 64 * NH * D;
-        if (kernel >= 2) {  // 2: launch_mma_decode without its combine; 3: one KV head per block
-          const int hpb = kernel == 2 ? mma_heads_per_block(NKV) : 1;
-          const int n_splits = decode_splits(kc, pk, NKV / hpb, kMmaBlocksPerSm, 256);
-          const auto [part_acc, part_ml] = split_parts(kc, (int64_t)c.T * NH * n_splits, D);
-          const dim3 grid(n_splits, NKV / hpb, c.T);
+        if (kernel >= 2) {  // 2: launch_mma_decode without its combine; 3, 4: other combine batches
+          int n_splits = 0;
+          SplitParts parts;
           if (c.kv == DType::F16)
-            attn_mma_decode_kernel<D, DType::F16, DType::F16><<<grid, 32 * kMmaWarps, mma_decode_smem<D, DType::F16, DType::F16>(), st>>>(
-                td(q), td(k), td(v), pk, scale, NH / NKV, hpb, part_acc, part_ml, kc.sink());
+            parts = launch_mma_split<D, DType::F16, DType::F16>(kc, q, k, v, pk, scale, NH / NKV, n_splits);
           else
-            attn_mma_decode_kernel<D, DType::Q8_0, DType::Q8_0><<<grid, 32 * kMmaWarps, mma_decode_smem<D, DType::Q8_0, DType::Q8_0>(), st>>>(
-                td(q), td(k), td(v), pk, scale, NH / NKV, hpb, part_acc, part_ml, kc.sink());
-          if (kernel == 3) launch_combine(kc, part_acc, part_ml, pk, NH, c.T, n_splits, D, out);
-          return;  // (kernel 1, run first, raised the shared-memory limit)
+            parts = launch_mma_split<D, DType::Q8_0, DType::Q8_0>(kc, q, k, v, pk, scale, NH / NKV, n_splits);
+          if (kernel == 2) return;
+          attn_combine_kernel<<<dim3(NH, c.T, D / 32), 32 * kCombineWarps, 0, st>>>(parts.acc, parts.ml, pk, n_splits,
+                                                                                 D, out);
+          return;
         }
         if (c.kv == DType::F16) {
           if (kernel == 0) launch_gqa<D, DType::F16, DType::F16>(kc, q, k, v, pk, scale, NH / NKV, out);
@@ -244,13 +248,16 @@ int main(int argc, char** argv) {
         if (!std::isfinite(got[i])) nan = true;
         max_err = std::max(max_err, std::fabs(got[i] - ref[i]));
       }
+      if (kernel == 1) lib_out = got;
+      // The 8-warp combine (the library's for T = 1) must give the library's bits at every T.
+      const bool same_bits = kernel != 3 || memcmp(got.data(), lib_out.data(), got.size() * 4) == 0;
       const double us = probe::graph_us(st, LAYERS, 7, [&](int l) { launch(l); });  // per layer
       double bytes = 0;
       for (int t = 0; t < c.T; ++t)
         bytes += (double)(pos[t] + 1) * NKV * 2 * (c.kv == DType::F16 ? D * 2 : D / 32 * 34);
       printf("| %s | %d | %lld | %s | %.1f | %.0f | %.2e%s |\n", c.kv == DType::F16 ? "f16" : "q8_0", c.T,
              (long long)c.depth, kname, us, bytes / (us * 1e-6) / 1e9, max_err / max_ref,
-             kernel == 2 ? " (no output)" : nan || max_err > 2e-2 * max_ref ? " FAIL" : "");
+             kernel == 2 ? " (no output)" : nan || max_err > 2e-2 * max_ref ? " FAIL" : !same_bits ? " BITS DIFFER" : "");
       fflush(stdout);
     }
   }

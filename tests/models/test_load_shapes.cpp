@@ -12,9 +12,11 @@
 #include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <random>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +28,7 @@
 #include "models/registry.h"
 #include "ops/cpu/cpu_backend.h"
 #include "quantize/mkmodel.h"
+#include "runtime/weights.h"
 #include "tensor/collective.h"
 
 namespace minfer::test {
@@ -209,6 +212,44 @@ TEST(LoadShapes, TensorParallelRanksCheckTheWholeTensor) {
     const std::string found = fmt::format("[{}]", fmt::join(c.bad, ", "));
     for (const std::string& s : {fmt::format("'{}'", c.tensor), found, std::string(c.expected)})
       EXPECT_NE(err.find(s), std::string::npos) << c.tensor << ": '" << s << "' not in: '" << err << "'";
+  }
+}
+
+TEST(LoadShapes, ConcatRowsJoinsEachRunOfOneDtype) {
+  // q and k of one dtype, v of another (a Q4_K_M file's Q6_K attn_v): q|k become one tensor of
+  // concatenated rows, v loads alone; every part holds the file's bytes.
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_int_distribution<int> byte(0, 255);
+  struct P {
+    const char* name;
+    DType type;
+    int64_t rows;
+    std::vector<uint8_t> bytes;
+  };
+  std::vector<P> parts = {{"q", DType::F16, 8, {}}, {"k", DType::F16, 4, {}}, {"v", DType::Q8_0, 4, {}}};
+  gguf::Writer w;
+  for (P& p : parts) {
+    p.bytes.resize(dtype_nbytes(p.type, 64 * p.rows));
+    for (auto& b : p.bytes) b = static_cast<uint8_t>(byte(rng));
+    if (p.type == DType::F16)  // finite halves: no NaN payloads
+      for (size_t i = 1; i < p.bytes.size(); i += 2) p.bytes[i] &= 0x3b;
+    w.add_tensor(p.name, p.type, {64, p.rows}, p.bytes.data());
+  }
+  const auto path = std::filesystem::temp_directory_path() / fmt::format("minfer-concat-{}.gguf", ::getpid());
+  w.write(path);
+  auto file = std::make_shared<const gguf::File>(path);
+  std::filesystem::remove(path);
+  CpuBackend cpu(1);
+  Weights W(file, cpu);
+  const auto t = W.get_concat_rows({{"q", {64, 8}}, {"k", {64, 4}}, {"v", {64, 4}}});
+  ASSERT_EQ(t.size(), 3u);
+  Context ctx;
+  EXPECT_NE(adjacent_rows(ctx, t[0], t[1]), nullptr) << "q|k: one tensor";
+  EXPECT_EQ(adjacent_rows(ctx, t[1], t[2]), nullptr) << "v: another dtype";
+  for (size_t i = 0; i < parts.size(); ++i) {
+    ASSERT_EQ(t[i]->type, parts[i].type) << parts[i].name;
+    ASSERT_EQ(t[i]->nbytes(), parts[i].bytes.size()) << parts[i].name;
+    EXPECT_EQ(std::memcmp(t[i]->data, parts[i].bytes.data(), parts[i].bytes.size()), 0) << parts[i].name;
   }
 }
 
