@@ -313,7 +313,26 @@ void Writer::write(const std::filesystem::path& path) const {
     off += (t.nbytes + alignment - 1) / alignment * alignment;
   }
 
-  std::filesystem::path tmp = path;
+  // The file written: `path`, or what a symlink there points to (written through, as a shell's
+  // `>` would, the link kept); an existing path that is not a regular file is refused (renaming
+  // the finished file over it replaced /dev/full itself when run as root).
+  std::filesystem::path target = path;
+  for (int hops = 0;; ++hops) {
+    std::error_code ec;
+    if (!std::filesystem::is_symlink(target, ec)) break;
+    if (hops == 40) throw Error(fmt::format("{}: too many levels of symbolic links", path.string()));
+    const std::filesystem::path link = std::filesystem::read_symlink(target, ec);
+    if (ec) throw Error(fmt::format("{}: cannot read the symbolic link: {}", path.string(), ec.message()));
+    target = link.is_absolute() ? link : target.parent_path() / link;
+  }
+  {
+    std::error_code ec;
+    const std::filesystem::file_status st = std::filesystem::status(target, ec);
+    if (std::filesystem::exists(st) && !std::filesystem::is_regular_file(st))
+      throw Error(fmt::format("{}: not a regular file (a GGUF is written to a new or a regular file)",
+                              path.string()));
+  }
+  std::filesystem::path tmp = target;
   tmp += ".tmp";
   try {
     Output out(tmp);
@@ -359,10 +378,10 @@ void Writer::write(const std::filesystem::path& path) const {
     }
     out.close();
     std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
+    std::filesystem::rename(tmp, target, ec);
     if (ec)
-      throw Error(fmt::format("{}: cannot rename {} to it: {}", path.string(), tmp.string(),
-                              ec.message()));
+      throw Error(fmt::format("{}: cannot rename {} to {}: {}", path.string(), tmp.string(),
+                              target.string(), ec.message()));
   } catch (...) {
     std::error_code ec;
     std::filesystem::remove(tmp, ec);

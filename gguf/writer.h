@@ -108,9 +108,11 @@ class Writer {
                            TensorSource source);
   size_t n_tensors() const;
 
-  /// Writes the file to `path.tmp`, then renames it to `path`. Throws Error naming the path on
-  /// I/O failure, on a bad `general.alignment`, or when a TensorSource emits the wrong byte
-  /// count; the temporary file is removed on failure.
+  /// Writes the file to `path.tmp`, then renames it to `path`; a symlink at `path` is written
+  /// through (its target is replaced, the link kept). Throws Error naming the path on I/O
+  /// failure, when `path` exists and is not a regular file (a device, a FIFO, a directory), on a
+  /// bad `general.alignment`, or when a TensorSource emits the wrong byte count; the temporary
+  /// file is removed on failure.
   void write(const std::filesystem::path& path) const;
 
  private:

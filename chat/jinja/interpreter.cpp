@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 
 #include "chat/jinja/pystr.h"
@@ -142,6 +143,10 @@ void Interpreter::exec_for(const Stmt& s, Text& out) {
       if (a.args.empty()) throw TemplateError("loop.cycle() needs at least one value");
       return a.args[static_cast<size_t>(k) % a.args.size()];
     }));
+    // A fresh scope per iteration, as Jinja2's: a {% set %} in the body does not carry over
+    // into the next iteration (templates test `x is defined` on a name set the round before).
+    scope_ = std::make_shared<Scope>();
+    scope_->parent = saved;
     scope_->set("loop", loop);
     assign(s.targets, items[static_cast<size_t>(k)], s.line);
     const Flow f = exec(s.bodies[0], out);
@@ -347,6 +352,13 @@ Value Interpreter::binary(const Expr& e) {
   }
   const Value a = eval(*e.a);
   const Value b = eval(*e.b);
+  // Integers are 64-bit (Python's are unbounded): a result that does not fit is an error, never a
+  // wrapped value.
+  int64_t r = 0;  // the result of a checked integer operation (checked() reads it afterwards)
+  const auto checked = [&](bool overflow) {
+    if (overflow) fail(e.line, "integer overflow in '" + op + "' (template integers are 64-bit)");
+    return Value::integer(r);
+  };
   if (op == "==") return Value::boolean(equals(a, b));
   if (op == "!=") return Value::boolean(!equals(a, b));
   if (op == "~") {
@@ -392,7 +404,7 @@ Value Interpreter::binary(const Expr& e) {
       return Value::new_list(std::move(l), a.is_tuple);
     }
     if (a.is_number() && b.is_number()) {
-      if (a.is_integer() && b.is_integer()) return Value::integer(a.i + b.i);
+      if (a.is_integer() && b.is_integer()) return checked(__builtin_add_overflow(a.i, b.i, &r));
       return Value::floating(a.as_double() + b.as_double());
     }
     return bad();
@@ -401,8 +413,11 @@ Value Interpreter::binary(const Expr& e) {
     if ((a.is_string() || a.is_list()) && b.is_integer()) {
       const Value& seq = a;
       const size_t unit = seq.is_string() ? seq.str.s.size() : seq.list->size();
-      if (b.i > 0 && unit > 0 && static_cast<uint64_t>(b.i) > (uint64_t{1} << 24) / unit)
-        fail(e.line, "repetition '*' " + std::to_string(b.i) + " makes a value over 16 M items");
+      // 16 M bytes of a string, 1 M items of a list (a Value is ~170 bytes: 16 M items took 2.8 GB).
+      const uint64_t cap = seq.is_string() ? uint64_t{1} << 24 : uint64_t{1} << 20;
+      if (b.i > 0 && unit > 0 && static_cast<uint64_t>(b.i) > cap / unit)
+        fail(e.line, "repetition '*' " + std::to_string(b.i) + " makes a value over " +
+                         (seq.is_string() ? "16 M bytes" : "1 M items"));
       Value r = seq.is_string() ? Value::string(Text()) : Value::new_list({}, seq.is_tuple);
       for (int64_t k = 0; k < b.i; ++k) {
         if (seq.is_string()) r.str.append(seq.str);
@@ -411,7 +426,7 @@ Value Interpreter::binary(const Expr& e) {
       return r;
     }
     if (a.is_number() && b.is_number()) {
-      if (a.is_integer() && b.is_integer()) return Value::integer(a.i * b.i);
+      if (a.is_integer() && b.is_integer()) return checked(__builtin_mul_overflow(a.i, b.i, &r));
       return Value::floating(a.as_double() * b.as_double());
     }
     return bad();
@@ -421,7 +436,7 @@ Value Interpreter::binary(const Expr& e) {
     return bad();
   }
   if (op == "-") {
-    if (a.is_integer() && b.is_integer()) return Value::integer(a.i - b.i);
+    if (a.is_integer() && b.is_integer()) return checked(__builtin_sub_overflow(a.i, b.i, &r));
     return Value::floating(a.as_double() - b.as_double());
   }
   if (op == "/") {
@@ -431,6 +446,7 @@ Value Interpreter::binary(const Expr& e) {
   if (op == "//" || op == "%") {
     if (b.as_double() == 0) fail(e.line, "integer division or modulo by zero");
     if (a.is_integer() && b.is_integer()) {
+      if (a.i == std::numeric_limits<int64_t>::min() && b.i == -1) return checked(true);
       const int64_t q = floor_div(a.i, b.i);
       return op == "//" ? Value::integer(q) : Value::integer(a.i - q * b.i);
     }
@@ -439,10 +455,15 @@ Value Interpreter::binary(const Expr& e) {
     return op == "//" ? Value::floating(q) : Value::floating(x - q * y);
   }
   if (op == "**") {
-    if (a.is_integer() && b.is_integer() && b.i >= 0) {
-      int64_t r = 1;
-      for (int64_t k = 0; k < b.i; ++k) r *= a.i;
-      return Value::integer(r);
+    if (a.is_integer() && b.is_integer() && b.i >= 0) {  // by squaring: 1 ** 10**12 looped 10**12 times
+      int64_t base = a.i;
+      bool over = false;
+      r = 1;
+      for (int64_t n = b.i; n > 0 && !over; n >>= 1) {
+        if (n & 1) over = __builtin_mul_overflow(r, base, &r);
+        if (n > 1 && !over) over = __builtin_mul_overflow(base, base, &base);
+      }
+      return checked(over);
     }
     return Value::floating(std::pow(a.as_double(), b.as_double()));
   }

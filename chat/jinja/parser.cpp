@@ -1,5 +1,6 @@
 #include "chat/jinja/parser.h"
 
+#include <algorithm>
 #include <set>
 
 #include "chat/jinja/builtins.h"
@@ -45,6 +46,7 @@ class ExprParser {
   }
 
   ExprPtr expression(bool with_cond = true) {
+    const Nest nest(*this);
     ExprPtr e = or_expr();
     if (with_cond && is_name("if")) {
       const int line = next().line;
@@ -55,7 +57,7 @@ class ExprParser {
         next();
         c->c = expression();
       }
-      return c;
+      return seal(std::move(c));
     }
     return e;
   }
@@ -73,7 +75,7 @@ class ExprParser {
       if (at_end() || is_op(")") || is_op("=")) break;  // trailing comma: (1,)
       t->items.push_back(expression());
     }
-    return t;
+    return seal(std::move(t));
   }
 
   ExprPtr primary_with_postfix() {
@@ -82,12 +84,40 @@ class ExprParser {
   }
 
  private:
+  // Parser recursion (parentheses, brackets, arguments, `not` and sign chains) beyond
+  // kMaxNesting is refused before it can overflow the stack.
+  struct Nest {
+    ExprParser& p;
+    explicit Nest(ExprParser& parser) : p(parser) {
+      if (++p.nest_ > kMaxNesting)
+        fail(p.peek().line, "expression nested more than " + std::to_string(kMaxNesting) + " levels deep");
+    }
+    ~Nest() { --p.nest_; }
+    Nest(const Nest&) = delete;
+    Nest& operator=(const Nest&) = delete;
+  };
+
+  // A finished node: its depth from its children's; a tree deeper than kMaxNesting (a long chain
+  // of one operator or filter, built without recursion) is refused as it grows.
+  ExprPtr seal(ExprPtr e) {
+    int d = 0;
+    for (const ExprPtr* c : {&e->a, &e->b, &e->c})
+      if (*c) d = std::max(d, (*c)->depth);
+    for (const auto* v : {&e->items, &e->kw_values})
+      for (const ExprPtr& c : *v)
+        if (c) d = std::max(d, c->depth);
+    e->depth = d + 1;
+    if (e->depth > kMaxNesting)
+      fail(e->line, "expression nested more than " + std::to_string(kMaxNesting) + " levels deep");
+    return e;
+  }
+
   ExprPtr binary(const char* op, int line, ExprPtr a, ExprPtr b) {
     auto e = std::make_unique<Expr>(Expr::Kind::binary, line);
     e->name = op;
     e->a = std::move(a);
     e->b = std::move(b);
-    return e;
+    return seal(std::move(e));
   }
 
   ExprPtr or_expr() {
@@ -108,11 +138,12 @@ class ExprParser {
   }
   ExprPtr not_expr() {
     if (is_name("not")) {
+      const Nest nest(*this);
       const int line = next().line;
       auto e = std::make_unique<Expr>(Expr::Kind::unary, line);
       e->name = "not";
       e->a = not_expr();
-      return e;
+      return seal(std::move(e));
     }
     return compare();
   }
@@ -122,13 +153,8 @@ class ExprParser {
       const int line = peek().line;
       static const std::set<std::string> ops = {"==", "!=", "<", "<=", ">", ">="};
       if (peek().kind == Token::Kind::op && ops.count(peek().text)) {
-        const std::string op = next().text;
-        auto rhs = math1();
-        auto b = std::make_unique<Expr>(Expr::Kind::binary, line);
-        b->name = op;
-        b->a = std::move(e);
-        b->b = std::move(rhs);
-        e = std::move(b);
+        const std::string& op = *ops.find(next().text);
+        e = binary(op.c_str(), line, std::move(e), math1());
       } else if (is_name("in")) {
         next();
         e = binary("in", line, std::move(e), math1());
@@ -181,10 +207,12 @@ class ExprParser {
   ExprPtr unary(bool with_filter = true) {
     ExprPtr e;
     if (is_op("-") || is_op("+")) {
+      const Nest nest(*this);
       const Token& t = next();
       e = std::make_unique<Expr>(Expr::Kind::unary, t.line);
       e->name = t.text;
       e->a = unary(false);
+      e = seal(std::move(e));
     } else {
       e = primary();
     }
@@ -232,7 +260,7 @@ class ExprParser {
             next();
           }
           expect_op("]");
-          return e;
+          return seal(std::move(e));
         }
         if (t.text == "{") {
           auto e = std::make_unique<Expr>(Expr::Kind::dict, line);
@@ -244,7 +272,7 @@ class ExprParser {
             next();
           }
           expect_op("}");
-          return e;
+          return seal(std::move(e));
         }
         break;
       case Token::Kind::end: fail(line, "unexpected end of tag, expected an expression");
@@ -286,14 +314,14 @@ class ExprParser {
           auto g = std::make_unique<Expr>(Expr::Kind::getitem, line);
           g->a = std::move(e);
           g->b = literal(Value::integer(t.int_value), line);
-          e = std::move(g);
+          e = seal(std::move(g));
           continue;
         }
         if (t.kind != Token::Kind::name) fail(line, "expected an attribute name after '.'");
         auto g = std::make_unique<Expr>(Expr::Kind::getattr, line);
         g->a = std::move(e);
         g->name = t.text;
-        e = std::move(g);
+        e = seal(std::move(g));
       } else if (is_op("[")) {
         next();
         ExprPtr parts[3];
@@ -313,20 +341,20 @@ class ExprParser {
           auto g = std::make_unique<Expr>(Expr::Kind::getitem, line);
           g->a = std::move(e);
           g->b = std::move(parts[0]);
-          e = std::move(g);
+          e = seal(std::move(g));
         } else {
           auto s = std::make_unique<Expr>(Expr::Kind::slice, line);
           s->a = std::move(e);
           s->b = std::move(parts[0]);
           s->c = std::move(parts[1]);
           if (parts[2]) s->items.push_back(std::move(parts[2]));
-          e = std::move(s);
+          e = seal(std::move(s));
         }
       } else if (is_op("(")) {
         auto c = std::make_unique<Expr>(Expr::Kind::call, line);
         c->a = std::move(e);
         call_args(*c);
-        e = std::move(c);
+        e = seal(std::move(c));
       } else {
         return e;
       }
@@ -349,7 +377,7 @@ class ExprParser {
         f->name = name;
         f->a = std::move(e);
         if (is_op("(")) call_args(*f);
-        e = std::move(f);
+        e = seal(std::move(f));
       } else if (is_name("is")) {
         next();
         auto t = std::make_unique<Expr>(Expr::Kind::test, line);
@@ -371,12 +399,12 @@ class ExprParser {
           // `x is divisibleby 3`, `x is sameas y`: one argument without parentheses.
           t->items.push_back(primary_with_postfix());
         }
-        e = std::move(t);
+        e = seal(std::move(t));
       } else if (is_op("(")) {
         auto c = std::make_unique<Expr>(Expr::Kind::call, line);
         c->a = std::move(e);
         call_args(*c);
-        e = std::move(c);
+        e = seal(std::move(c));
       } else {
         return e;
       }
@@ -386,6 +414,7 @@ class ExprParser {
  private:
   const std::vector<Token>& t_;
   size_t p_;
+  int nest_ = 0;
 
  public:
   size_t pos() const { return p_; }
@@ -445,6 +474,13 @@ class StmtParser {
 
   StmtPtr statement(const Piece& p, const std::string& kw) {
     const int line = p.line;
+    if (nest_ >= kMaxNesting)  // block statements recurse through parse_body
+      fail(line, "blocks nested more than " + std::to_string(kMaxNesting) + " levels deep");
+    ++nest_;
+    struct Leave {
+      int& n;
+      ~Leave() { --n; }
+    } leave{nest_};
     const int saved_open = open_line_;
     open_line_ = line;
     StmtPtr s;
@@ -616,6 +652,7 @@ class StmtParser {
   const std::vector<Piece>& ps_;
   size_t i_ = 0;
   int loop_depth_ = 0;
+  int nest_ = 0;  // block statements being parsed
   int open_line_ = 1;
 };
 

@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
     app.add_flag("--no-escape", no_escape, "take --system as typed");
     examples::LlamaArgs av(argc, argv);
     MINFER_PARSE(app, av.argc(), av.argv());
-    if (escape && !no_escape) system = examples::process_escapes(system, "--system");
+    if (escape && !no_escape) system = examples::process_escapes(system);
 
     auto L = examples::load_model(margs);
     const auto& tok = *L.tok;

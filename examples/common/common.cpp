@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -24,6 +26,8 @@ void add_model_flags(CLI::App& app, ModelArgs& a) {
       ->check(at_least(0));
   app.add_option("-b,--batch-size", a.n_batch, "max tokens per forward pass")->check(at_least(1));
   app.add_option("-t,--threads", a.threads, "CPU threads (0: all)")->check(at_least(0));
+  app.add_flag("--no-mmap,--mlock", a.no_effect,
+               "accepted for llama.cpp's scripts: the CPU reads weights from the mapped file, a GPU gets them once");
   app.add_option("--device", a.device,
                  "cpu, cuda, cuda:N or auto (cuda when a GPU is present); a comma list (cpu,cpu or cuda:0,cuda:1) "
                  "runs one tensor-parallel rank on each (-sm tensor; GPUs exchange through NCCL)");
@@ -52,7 +56,7 @@ LlamaArgs::LlamaArgs(int argc, char** argv) : args(argv, argv + argc) {
   static const std::pair<const char*, const char*> kLong[] = {
       {"-ngl", "--n-gpu-layers"}, {"-md", "--md"}, {"-np", "--parallel"}, {"-ub", "--ubatch-size"},
       {"-npp", "--npp"},          {"-ntg", "--ntg"}, {"-npl", "--npl"},      {"-pps", "--pps"},
-      {"-sm", "--split-mode"},    {"-ts", "--tensor-split"}};
+      {"-sm", "--split-mode"},    {"-ts", "--tensor-split"}, {"-cb", "--cont-batching"}};
   for (size_t i = 1; i < args.size(); ++i) {
     for (const auto& [short_name, long_name] : kLong) {
       const std::string s = short_name;
@@ -279,13 +283,21 @@ std::string read_text_file(const std::string& path, std::string_view flag) {
 }
 
 int run_main(const std::function<int()>& body) {
+  int rc = 1;
   try {
-    return body();
+    rc = body();
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   }
+  // Output that could not be written (a full disk, a closed pipe) is an error, as for coreutils:
+  // exiting 0 would tell a script its file is complete.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "error: writing the output: %s\n", std::strerror(errno));
+    return 1;
+  }
+  return rc;
 }
 
 }  // namespace minfer::examples

@@ -33,6 +33,7 @@ struct ModelArgs {
   int block_size = 32;        ///< --block-size: KV cells per block
   bool no_cuda_graphs = false;  ///< --no-cuda-graphs
   bool no_fusion = false;       ///< --no-fusion
+  int no_effect = 0;            ///< --no-mmap / --mlock: llama.cpp flags accepted, nothing to do
   bool cuda_profile = false;    ///< --cuda-profile
   RopeOverrides rope;         ///< --rope-scaling, --rope-scale, --yarn-* (rope_flags.h)
 };
@@ -125,7 +126,8 @@ struct LlamaArgs {
     }                                           \
   } while (0)
 
-/// Runs `body`, turning exceptions into "error: <message>" on stderr and exit code 1.
+/// Runs `body`, turning exceptions into "error: <message>" on stderr and exit code 1; stdout
+/// that could not be written (a full disk, /dev/full) is an error too (exit code 1).
 int run_main(const std::function<int()>& body);
 
 }  // namespace minfer::examples

@@ -116,9 +116,9 @@ int generate_main(int argc, char** argv, const GenerateProgram& program) {
     if (!chat && (!system.empty() || !chat_template.empty() || no_think))
       std::fprintf(stderr, "warning: --system, --chat-template and --no-think apply to --chat only\n");
     if (escape && !no_escape) {  // everything is checked before the model loads and anything prints
-      if (prompt_file.empty()) prompt = process_escapes(prompt, "-p");
-      system = process_escapes(system, "--system");
-      for (auto& s : stop) s = process_escapes(s, "--stop");
+      if (prompt_file.empty()) prompt = process_escapes(prompt);
+      system = process_escapes(system);
+      for (auto& s : stop) s = process_escapes(s);
     }
     if (!prompt_file.empty()) {
       prompt = read_text_file(prompt_file, "-f");

@@ -1,7 +1,5 @@
 #include "common/prompt.h"
 
-#include <fmt/format.h>
-
 #include <cctype>
 #include <stdexcept>
 
@@ -9,19 +7,14 @@
 
 namespace minfer::examples {
 
-std::string process_escapes(std::string_view s, std::string_view what) {
+std::string process_escapes(std::string_view s) {
   std::string out;
+  const auto hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
   for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '\\') {
+    if (s[i] != '\\' || i + 1 == s.size()) {  // a trailing backslash stays
       out += s[i];
       continue;
     }
-    auto bad = [&](std::string_view esc) {
-      throw std::invalid_argument(fmt::format(
-          "{}: unknown escape '{}' at byte {} (escapes: \\n \\r \\t \\\\ \\\" \\' \\xNN; --no-escape takes the text as typed)",
-          what, esc, i));
-    };
-    if (i + 1 >= s.size()) bad("\\");
     const char e = s[++i];
     switch (e) {
       case 'n': out += '\n'; break;
@@ -30,14 +23,14 @@ std::string process_escapes(std::string_view s, std::string_view what) {
       case '\\': out += '\\'; break;
       case '"': out += '"'; break;
       case '\'': out += '\''; break;
-      case 'x': {
-        auto hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
-        if (i + 2 >= s.size() || !hex(s[i + 1]) || !hex(s[i + 2])) bad(s.substr(i - 1, std::min<size_t>(4, s.size() - i + 1)));
-        out += static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16));
-        i += 2;
-        break;
-      }
-      default: bad(s.substr(i - 1, 2));
+      default:
+        if (e == 'x' && i + 2 < s.size() && hex(s[i + 1]) && hex(s[i + 2])) {
+          out += static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16));
+          i += 2;
+        } else {  // unknown (a regex's \d, a path's C:\x): kept as typed
+          out += '\\';
+          out += e;
+        }
     }
   }
   return out;
@@ -49,7 +42,7 @@ std::vector<int32_t> raw_prompt_ids(const tokenizer::Tokenizer& tok, std::string
 }
 
 void add_chat_template_flag(CLI::App& app, std::string& spec) {
-  app.add_option("--chat-template", spec,
+  app.add_option("--chat-template,--chat-template-file", spec,
                  "chat template: 'chatml', or a file with a Jinja template (default: the model's "
                  "tokenizer.chat_template, ChatML when the file has none)");
 }

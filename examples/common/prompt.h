@@ -13,10 +13,10 @@
 
 namespace minfer::examples {
 
-/// llama.cpp's -e / --escape processing: \n \r \t \\ \" \' and \xNN. Unlike llama.cpp an
-/// unknown escape is an error (std::invalid_argument naming `what`, the escape and its byte
-/// offset, and --no-escape) rather than kept as typed.
-std::string process_escapes(std::string_view s, std::string_view what);
+/// llama.cpp's -e / --escape processing (common's string_process_escapes): \n \r \t \\ \" \'
+/// and \xNN; any other backslash (an unknown escape, \x without two hex digits, a trailing one)
+/// is kept as typed, so a regex or a Windows path survives.
+std::string process_escapes(std::string_view s);
 
 /// A raw prompt's ids: special tokens parsed unless `parse_special` is false (--no-parse-special),
 /// BOS as the file says (never twice; Tokenizer::with_bos) unless `add_bos` is false.

@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
     app.add_option("--n-embd", n_embd, "hidden size");
     app.add_option("--n-layer", n_layer, "blocks");
     app.add_option("--n-head", n_head, "attention heads");
-    app.add_option("--n-head-kv", n_head_kv, "key/value heads");
+    app.add_option("--n-head-kv", n_head_kv, "key/value heads (default: --n-head, no GQA)");
     app.add_option("--head-dim", head_dim, "head dimension (default n_embd / n_head)");
     app.add_option("--n-ff", n_ff, "feed-forward size");
     app.add_option("--n-vocab", n_vocab, "vocabulary size (rows of token_embd)");
@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
     set(p.shape.n_layer, n_layer);
     set(p.shape.n_head, n_head);
     set(p.shape.n_head_kv, n_head_kv);
+    if (!n_head_kv && p.shape.n_head_kv == 0) p.shape.n_head_kv = p.shape.n_head;  // no GQA unless asked
     set(p.shape.head_dim, head_dim);
     set(p.shape.n_ff, n_ff);
     set(p.shape.n_vocab, n_vocab);

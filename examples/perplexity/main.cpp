@@ -23,7 +23,10 @@ int main(int argc, char** argv) {
     int chunks = -1;
     examples::add_model_flags(app, margs);
     app.add_option("-f,--file", file, "text file to score")->required();
-    app.add_option("--chunks", chunks, "max chunks to score (-1: all)");
+    app.add_option("--chunks", chunks, "max chunks to score (-1: all)")->check([](const std::string& v) {
+      const long n = std::strtol(v.c_str(), nullptr, 10);
+      return n == -1 || n >= 1 ? std::string() : "--chunks " + v + ": give -1 (all) or a count >= 1";
+    });
     // A chunk scores n_ctx/2 - 1 tokens, so a chunk needs at least 4; 0 is the model's context.
     app.get_option("--ctx-size")->check([](const std::string& v) -> std::string {
       const long n = std::strtol(v.c_str(), nullptr, 10);

@@ -44,7 +44,11 @@ int main(int argc, char** argv) {
     app.add_flag("--no-access-log", no_log, "no per-request log line on stderr");
     app.add_option("-n,--n-predict", sp.n_predict, "max_tokens when a request gives none (-1: until the context ends)")
         ->check(CLI::Range(-1, 1 << 30));
-    app.add_option("--alias", sp.model_name, "model id reported by the API");
+    app.add_option("-a,--alias", sp.model_name, "model id reported by the API");
+    int no_effect = 0;  // llama-server flags launch scripts pass that change nothing here
+    app.add_flag("--jinja,--metrics,--cont-batching,--no-webui", no_effect,
+                 "accepted for llama-server's scripts: templates are always Jinja, /metrics is always served, "
+                 "batching is always continuous, there is no web UI");
     examples::add_sampling_flags(app, sp.sampling);  // defaults for fields a request leaves out
     examples::add_chat_template_flag(app, sp.chat_template);
     examples::LlamaArgs av(argc, argv);

@@ -529,7 +529,8 @@ void Server::install(HttpServer& http) {
   // stops at --max-body. A POST with neither Content-Length nor chunked encoding has no body
   // (RFC 9112), but httplib reads one until the client closes (`curl -X POST` with no data waited
   // out the read timeout): 411. A Content-Length that is not a number ("-5", or past 2^64) was
-  // read as ULLONG_MAX: 400. Both Content-Length and Transfer-Encoding: 400 (RFC 9112 6.3).
+  // read as ULLONG_MAX: 400. Both Content-Length and Transfer-Encoding, or two Content-Lengths
+  // that disagree: 400 (RFC 9112 6.3).
   auto routes = std::make_shared<std::vector<std::pair<std::regex, std::string>>>();  // path, its method
   http.set_pre_routing_handler([this, routes](const httplib::Request& req, httplib::Response& res) {
     g_log = LogInfo{};
@@ -543,6 +544,10 @@ void Server::install(HttpServer& http) {
     const bool encoded = req.has_header("Transfer-Encoding");
     const bool has_cl = req.has_header("Content-Length");
     const std::string cl = req.get_header_value("Content-Length");
+    // Content-Length headers that disagree (RFC 9112 6.3: unrecoverable): httplib reads the first
+    // and the rest of the body became a second, smuggled request.
+    for (size_t i = 1; i < req.get_header_value_count("Content-Length"); ++i)
+      if (req.get_header_value("Content-Length", i) != cl) return refuse(400, "Content-Length headers that disagree");
     const std::string* method = nullptr;  // the route's
     for (const auto& [re, m] : *routes)
       if (std::regex_match(req.path, re)) {

@@ -3,6 +3,7 @@
 // not run: they name the construct and the line.
 #include <gtest/gtest.h>
 
+#include "chat/jinja/ast.h"
 #include "chat/jinja/template.h"
 #include "common/chat_json.h"
 #include "oracle.h"
@@ -186,6 +187,56 @@ TEST(Jinja, UnsupportedConstructsAreClearErrors) {
   EXPECT_EQ(run_error("{{ [1].append(2) }}"),
             "chat template line 1: unsupported: .append() (templates cannot modify lists or dicts, as in Hugging Face's sandbox)");
   EXPECT_EQ(run_error("{{ 'x' % 3 }}"), "chat template line 1: unsupported: printf-style string formatting with '%'");
+}
+
+// Input a chat template in a GGUF (or a server's --chat-template) can carry that once crashed or
+// hung the process: nesting past the limit is a parse error (not a stack overflow), huge powers
+// run by squaring, integers that overflow 64 bits and huge repetitions are errors.
+TEST(Jinja, HostileTemplatesAreErrorsNotCrashes) {
+  const auto error_of = [](const std::string& tpl) {
+    try {
+      render(tpl, ojson::object());
+    } catch (const TemplateError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  const auto repeat = [](const std::string& a, int n) {
+    std::string r;
+    for (int i = 0; i < n; ++i) r += a;
+    return r;
+  };
+  const std::string deep = "nested more than " + std::to_string(jinja::kMaxNesting) + " levels deep";
+  for (const std::string& tpl :
+       {"{{ 1" + repeat(" ~ 1", 5000) + " }}", "{{ " + repeat("(", 10000) + "1" + repeat(")", 10000) + " }}",
+        "{{ x" + repeat("|upper", 200000) + " }}", "{{ " + repeat("not ", 200000) + "x }}",
+        "{{ " + repeat("-", 100000) + "1 }}", "{{ " + repeat("[", 10000) + repeat("]", 10000) + " }}",
+        repeat("{% if x %}", 30000) + repeat("{% endif %}", 30000)}) {
+    const std::string err = error_of(tpl);
+    EXPECT_NE(err.find(deep), std::string::npos) << tpl.substr(0, 40) << ": " << err;
+  }
+  // Up to the limit the same shapes render.
+  EXPECT_EQ(render("{{ 1" + repeat(" ~ 1", 100) + " }}", ojson::object()), std::string(101, '1'));
+  EXPECT_EQ(render(repeat("{% if true %}", 100) + "y" + repeat("{% endif %}", 100), ojson::object()), "y");
+  EXPECT_EQ(render("{{ 1 ** 1000000000000 }}|{{ (-1) ** 1000000000001 }}|{{ 3 ** 39 }}", ojson::object()),
+            "1|-1|4052555153018976267");
+  for (const char* tpl : {"{{ 2 ** 64 }}", "{{ 9223372036854775807 + 1 }}", "{{ -9223372036854775807 - 2 }}",
+                          "{{ 4294967296 * 4294967296 }}"})
+    EXPECT_NE(error_of(tpl).find("integer overflow"), std::string::npos) << tpl << ": " << error_of(tpl);
+  EXPECT_NE(error_of("{{ ([0] * 16000000) | length }}").find("over 1 M items"), std::string::npos);
+  EXPECT_EQ(render("{{ ([0] * 1000) | length }}|{{ ('ab' * 3) }}", ojson::object()), "1000|ababab");
+}
+
+// A {% set %} in a loop body lives for one iteration (Jinja2's scoping), so a template that
+// tests `prev is defined` or accumulates without a namespace renders as Hugging Face's does.
+TEST(Jinja, SetInALoopBodyDoesNotCarryOver) {
+  NEED_ORACLE();
+  expect_like_jinja2("{% for i in range(4) %}{% if x is defined %}{{ x }}{% else %}-{% endif %}{% set x = i %}{{ x }}"
+                     "{% endfor %}|{{ x is defined }}",
+                     {kVars});
+  expect_like_jinja2("{% set c = 0 %}{% for p in people %}{% set c = c + 1 %}{{ c }}{% endfor %}{{ c }}"
+                     "{% set ns = namespace(c=0) %}{% for p in people %}{% set ns.c = ns.c + 1 %}{% endfor %}{{ ns.c }}",
+                     {kVars});
 }
 
 }  // namespace

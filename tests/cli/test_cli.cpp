@@ -249,6 +249,31 @@ TEST(Cli, PerplexityPrintsTheFinalLine) {
   EXPECT_NE(r.out.find(" +/- "), std::string::npos) << r.out;
 }
 
+// What a llama.cpp user types and a new user hit: flags with nothing to do here are accepted,
+// --chunks outside -1 / >= 1 is refused, mkmodel without --n-head-kv makes plain multi-head
+// attention, a vocab-only file given as a model says so.
+TEST(Cli, LlamaCppHabits) {
+  auto r = run(gen + " --no-mmap --mlock -n 2 --device cpu");
+  EXPECT_EQ(r.code, 0) << r.out;
+  for (const char* chunks : {"0", "-5"}) {
+    r = run(std::string(MINFER_PERPLEXITY_BIN) + " -f /dev/null --chunks " + chunks + " --device cpu");
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_NE(r.out.find("give -1 (all) or a count >= 1"), std::string::npos) << chunks << ": " << r.out;
+  }
+  const auto out = std::filesystem::temp_directory_path() / ("minfer-cli-mk-" + std::to_string(::getpid()) + ".gguf");
+  r = run(std::string(MINFER_MKMODEL_BIN) + " --arch qwen3 --n-embd 64 --n-layer 1 --n-head 2 --n-ff 128 --n-vocab 300 -o " +
+          out.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(gguf::File(out).get_u32("qwen3.attention.head_count_kv"), 2u);
+  std::filesystem::remove(out);
+  const auto vocab = fixture("tokenizer/qwen-vocab.gguf");
+  if (!vocab.empty()) {
+    r = run(gen + " -m " + vocab.string() + " -n 1 --device cpu");
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_NE(r.out.find("a vocab-only file"), std::string::npos) << r.out;
+  }
+}
+
 TEST(Cli, RopeFlagsOverrideTheModelsScaling) {
   // llama.cpp's --rope-* / --yarn-* flags reach the model: the same text scores differently with
   // the default model's RoPE stretched 2x; bad values are rejected like every other bad flag.

@@ -1,6 +1,7 @@
 // Writer -> reader round trips (every value type, arrays, tensors of several dtypes, alignments
 // 16/32/64) and checks of the writer's bytes against an image assembled by hand from the spec.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cmath>
 #include <fstream>
@@ -267,6 +268,36 @@ TEST(GgufWriter, IoFailureIsAClearError) {
     std::filesystem::create_symlink("/dev/full", dir.path / "full.gguf.tmp");
     EXPECT_THROW(big.write(dir.path / "full.gguf"), Error);
   }
+}
+
+TEST(GgufWriter, WritesThroughSymlinksAndRefusesOtherFiles) {
+  TempDir dir;
+  Writer w;
+  w.set_u32("a", 7);
+  // A symlink (here to a not yet existing file, then to an existing one): the target gets the
+  // file, the link stays a link.
+  std::filesystem::create_directory(dir.path / "real");
+  std::filesystem::create_symlink("real/t.gguf", dir.path / "link.gguf");
+  for (int round = 0; round < 2; ++round) {
+    w.write(dir.path / "link.gguf");
+    EXPECT_TRUE(std::filesystem::is_symlink(dir.path / "link.gguf")) << round;
+    EXPECT_TRUE(std::filesystem::is_regular_file(dir.path / "real" / "t.gguf")) << round;
+    EXPECT_EQ(File(dir.path / "real" / "t.gguf").get_u32("a"), 7u) << round;
+  }
+  // A FIFO and a directory are not replaced.
+  const auto fifo = dir.path / "pipe.gguf";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::filesystem::create_directory(dir.path / "d.gguf");
+  for (const auto& p : {fifo, dir.path / "d.gguf"}) {
+    try {
+      w.write(p);
+      ADD_FAILURE() << p << ": written";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_TRUE(std::filesystem::is_fifo(fifo));
+  EXPECT_TRUE(std::filesystem::is_directory(dir.path / "d.gguf"));
 }
 
 // The writer's output for a tiny file, compared with the bytes the spec prescribes.

@@ -166,9 +166,9 @@ TEST_F(ServerHttp, ResponsesThatCloseEndTheConnection) {
 
 // Bodies the HTTP library would mishandle are refused before any of them is read, and the
 // connection ends there, so no byte of them is parsed as a request (request smuggling): a
-// malformed chunk, a body on a GET, both Content-Length and Transfer-Encoding, an unknown
-// transfer coding, a body for a method or path that takes none. Each gets one JSON answer, then
-// FIN; the request hidden behind it is never answered.
+// malformed chunk, a body on a GET, both Content-Length and Transfer-Encoding, two Content-Lengths
+// that disagree, an unknown transfer coding, a body for a method or path that takes none. Each
+// gets one JSON answer, then FIN; the request hidden behind it is never answered.
 TEST_F(ServerHttp, BodiesThatCannotBeFramedEndTheConnectionUnread) {
   const std::string hidden = get("/v1/models");
   struct Case {
@@ -186,6 +186,10 @@ TEST_F(ServerHttp, BodiesThatCannotBeFramedEndTheConnectionUnread) {
                    hidden.size(), hidden),
        400},
       {"POST /tokenize HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n" + hidden, 501},
+      {fmt::format("POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: 16\r\nContent-Length: {}\r\n\r\n"
+                   "{{\"content\": \"x\"}}{}",
+                   16 + hidden.size(), hidden),
+       400},
       {fmt::format("PUT /tokenize HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{}\r\n0\r\n\r\n",
                    hidden.size(), hidden),
        405},
