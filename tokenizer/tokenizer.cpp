@@ -123,6 +123,11 @@ void Tokenizer::encode_text(std::string_view text, std::vector<int32_t>& out) co
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special, bool add_bos) const {
+  std::string replaced;
+  if (utf8_first_invalid(text) != std::string_view::npos) {
+    replaced = utf8_replace_invalid(text);
+    text = replaced;
+  }
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 4);
   if (add_bos) {

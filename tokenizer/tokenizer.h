@@ -53,7 +53,9 @@ class Tokenizer {
 
   /// Token ids of `text` (UTF-8). `parse_special`: match control and user-defined token texts (see
   /// the file comment). `add_bos`: prepend bos_id() (std::logic_error when the vocabulary has none).
-  /// Throws std::invalid_argument when the text is not well-formed UTF-8.
+  /// Ill-formed UTF-8 is read as U+FFFD per maximal subpart (utf8_replace_invalid, Python's
+  /// errors="replace"), as llama.cpp's tokenizer replaces it: one stray byte in a corpus or a
+  /// prompt file does not stop a run.
   std::vector<int32_t> encode(std::string_view text, bool parse_special, bool add_bos = false) const;
 
   /// encode(text, parse_special = true) where a special token is matched only if none of its
