@@ -18,9 +18,7 @@ timeout ${T_PROBE:-120} /tmp/attn_probe_new 2>&1 | grep -E '^\| (f16|q8_0)' | gr
 echo "probe $((SECONDS - t0)) s"
 gtest t_ops ${T_OPS:-150} /tmp/new/tests/test_backend_ops "${OPS_FILTER:-cuda.attention*:cuda.kv_store*:cuda.mul_mat*:Coverage.cuda}"
 gtest t_cuda_ops ${T_CUDA_OPS:-150} /tmp/new/tests/test_cuda_ops "${CUDA_OPS_FILTER:-*}"
-m=/tmp/7b.gguf
-[[ -f $m ]] || /tmp/new/bin/minfer-mkmodel -q -o $m --shape qwen2.5-7b --type Q4_K_M --vocab $vocab > $out/mkmodel.log 2>&1
-echo "mkmodel $((SECONDS - t0)) s"
+make_7b /tmp/new/bin/minfer-mkmodel $vocab
 for i in 1 2; do
   for side in /tmp/new /tmp/base; do
     left ${T_BENCH:-540} || break

@@ -19,9 +19,7 @@ done
 echo "probes $((SECONDS - t0)) s"
 gtest t_ops ${T_OPS:-150} /tmp/new/tests/test_backend_ops "${OPS_FILTER:-cuda.attention*:cuda.kv_store*:Coverage.cuda}"
 gtest t_cuda_ops ${T_CUDA_OPS:-150} /tmp/new/tests/test_cuda_ops '*LongContext*:CudaBatchInvariance.Attention*:CudaGraph*'
-m=/tmp/7b.gguf
-[[ -f $m ]] || /tmp/new/bin/minfer-mkmodel -q -o $m --shape qwen2.5-7b --type Q4_K_M --vocab $vocab > $out/mkmodel.log 2>&1
-echo "mkmodel $((SECONDS - t0)) s"
+make_7b /tmp/new/bin/minfer-mkmodel $vocab
 for i in 1 2; do
   left 480 || break
   for ct in f16 q8_0; do table /tmp/new minfer-bench -m $m --device cuda -p 0 -n 64 -d 0,32768 -r 2 --cache-type $ct | sed "s/^/$ct /"; done

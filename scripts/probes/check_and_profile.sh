@@ -11,9 +11,7 @@ untar .dev/payload.tar.xz .dev
 untar .devab2/base.tar.xz /tmp/base
 vocab=.dev/fixtures/tokenizer/qwen-vocab.gguf
 unxz $vocab.xz $vocab
-m=/tmp/7b.gguf
-[[ -f $m ]] || .dev/bin/minfer-mkmodel -q -o $m --shape qwen2.5-7b --type Q4_K_M --vocab $vocab > $out/mkmodel.log 2>&1
-echo "mkmodel $((SECONDS - t0)) s"
+make_7b .dev/bin/minfer-mkmodel $vocab
 
 gtest t_cuda_ops 170 .dev/tests/test_cuda_ops "${TESTS_FILTER:-CudaFused*:CudaBatchInvariance.Attention*:CudaGraph*}"
 gtest t_ops 90 .dev/tests/test_backend_ops 'cuda.attention*:Coverage.cuda'

@@ -43,3 +43,11 @@ kernel_profile() {
   grep -E '^\|' "$out/$name.log" | tail -1
   grep -E 'kernel nodes|\[cuda profile\]   ' "$out/$name.log" | grep -v 'graph ' | head -"$lines"
 }
+
+# make_7b MKMODEL VOCAB: sets m=/tmp/7b.gguf, the Qwen2.5-7B-shaped Q4_K_M benchmark model (random
+# weights, VOCAB's tokenizer so llama.cpp loads it too), made by MKMODEL unless already there.
+make_7b() {
+  m=/tmp/7b.gguf
+  [[ -f $m ]] || "$1" -q -o $m --shape qwen2.5-7b --type Q4_K_M --vocab "$2" > "$out/mkmodel.log" 2>&1
+  echo "mkmodel $((SECONDS - t0)) s"
+}

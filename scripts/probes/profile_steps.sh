@@ -12,9 +12,7 @@ if [[ -n ${MOE_FIXTURES:-} ]]; then
   MINFER_FIXTURES=$MOE_FIXTURES gtest t_moe 150 .dev/tests/test_cuda_models '*qwen3moe*'
   grep -hE '^\[ (cuda|ppl|logits|greedy)' $out/t_moe.log | head -12
 fi
-m=/tmp/7b.gguf
-[[ -f $m ]] || .dev/bin/minfer-mkmodel -q -o $m --shape qwen2.5-7b --type Q4_K_M --vocab $vocab > $out/mkmodel.log 2>&1
-echo "mkmodel $((SECONDS - t0)) s"
+make_7b .dev/bin/minfer-mkmodel $vocab
 kernel_profile profile_b16 90 45 .dev/bin/minfer-batched-bench -m $m -npp 128 -ntg 32 -npl 16
 for ct in f16 q8_0; do
   echo "== depth 32768, $ct cache"
