@@ -290,7 +290,7 @@ bool equals(const Value& a, const Value& b) {
     case K::none: return true;
     case K::string: return a.str.s == b.str.s;
     case K::list:
-      if (a.list->size() != b.list->size()) return false;
+      if (a.is_tuple != b.is_tuple || a.list->size() != b.list->size()) return false;  // Python: (1, 2) != [1, 2]
       for (size_t k = 0; k < a.list->size(); ++k)
         if (!equals((*a.list)[k], (*b.list)[k])) return false;
       return true;

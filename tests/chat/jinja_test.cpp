@@ -239,5 +239,13 @@ TEST(Jinja, SetInALoopBodyDoesNotCarryOver) {
                      {kVars});
 }
 
+// A tuple never equals a list (Python), while dict items are tuples.
+TEST(Jinja, TuplesAndListsCompareAsInPython) {
+  NEED_ORACLE();
+  expect_like_jinja2("{{ (1, 2) == [1, 2] }}{{ (1, 2) == (1, 2) }}{{ [1, 2] == [1, 2] }}{{ [(1, 2)] == [[1, 2]] }}"
+                     "{% for kv in d.items() %}{{ kv == ('z', 1) }}{% endfor %}{{ 'a' in ('a', 'b') }}",
+                     {kVars});
+}
+
 }  // namespace
 }  // namespace minfer::test
