@@ -36,10 +36,11 @@ HParams HParams::from_gguf(const gguf::File& f, ops::RopeMode rope_mode) {
   h.head_dim_v = i32("attention.value_length", static_cast<uint32_t>(h.head_dim));
   h.n_rot = static_cast<int32_t>(f.get_u32_or(key("rope.dimension_count"), static_cast<uint32_t>(h.head_dim)));
   if (const gguf::TensorInfo* emb = f.find_tensor("token_embd.weight")) h.n_vocab = static_cast<int32_t>(emb->ne[1]);
-  else if (f.tensors().empty())
-    throw std::invalid_argument(fmt::format("{}: no token_embd.weight tensor: a vocab-only file (tokenizer only, no weights; "
-                                            "minfer-tokenize reads it)", f.name()));
-  else throw std::invalid_argument(fmt::format("{}: no token_embd.weight tensor", f.name()));
+  else
+    throw std::invalid_argument(fmt::format("{}: no token_embd.weight tensor{}", f.name(),
+                                            f.tensors().empty() ? ": a vocab-only file (tokenizer only, no weights; "
+                                                                  "minfer-tokenize reads it)"
+                                                                : ""));
   // Token ids index the embedding rows (more rows than tokens is padding, as in Qwen's files):
   // a token past them would fail only when a prompt or the sampler reached it.
   if (const gguf::Value* tokens = f.find("tokenizer.ggml.tokens"); tokens && tokens->array_size() > static_cast<uint64_t>(h.n_vocab))

@@ -165,9 +165,9 @@ std::vector<Tensor*> Weights::get_concat_rows(std::initializer_list<Part> parts,
     return a.type == b.type && a.ne[0] == b.ne[0] && a.ne[2] == 1 && a.ne[3] == 1 && b.ne[2] == 1 && b.ne[3] == 1;
   };
   std::vector<Tensor*> out;
-  const std::vector<Part> list(parts);
-  for (size_t i0 = 0, i1; i0 < list.size(); i0 = i1) {
-    for (i1 = i0 + 1; i1 < list.size() && joins(i1);) ++i1;
+  const Part* list = parts.begin();
+  for (size_t i0 = 0, i1; i0 < parts.size(); i0 = i1) {
+    for (i1 = i0 + 1; i1 < parts.size() && joins(i1);) ++i1;
     if (i1 - i0 == 1) {
       out.push_back(get_split(list[i0].name, split, list[i0].expected));
       continue;

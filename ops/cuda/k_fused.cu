@@ -193,10 +193,9 @@ const Tensor& fused_activations(KernelContext& kc, const Tensor& node, Tensor& s
 namespace {
 
 // How k_qkv lays out its workspace: the projection output [nq + nk + nv, N] f32, then what its
-// matmul(s) take.
-// The projections run as one matmul when wq|wk|wv are adjacent rows, as wq|wk and wv when only
-// q and k are (a Q4_K_M file stores attn_v of some layers as Q6_K: two launches instead of
-// three), else as three.
+// matmul(s) take. The projections run as one matmul when wq|wk|wv are adjacent rows, as wq|wk and
+// wv when only q and k are (a Q4_K_M file stores attn_v of some layers as Q6_K: two launches
+// instead of three), else as three.
 struct QkvPlan {
   bool one_matmul, qk_matmul;
   Tensor wqkv;  // wq|wk|wv (one_matmul) or wq|wk (qk_matmul) as one weight
@@ -212,10 +211,10 @@ QkvPlan qkv_plan(const KernelContext& kc, const Tensor& node, const Tensor& x) {
   if (p.qk_matmul) {
     p.wqkv = wq;
     p.wqkv.ne[1] = nq + nk + (p.one_matmul ? nv : 0);
+    p.sub = std::max(matmul_scratch(kc, p.wqkv, x), p.one_matmul ? size_t{0} : matmul_scratch(kc, wv, x));
+  } else {
+    p.sub = std::max({matmul_scratch(kc, wq, x), matmul_scratch(kc, wk, x), matmul_scratch(kc, wv, x)});
   }
-  if (p.one_matmul) p.sub = matmul_scratch(kc, p.wqkv, x);
-  else if (p.qk_matmul) p.sub = std::max(matmul_scratch(kc, p.wqkv, x), matmul_scratch(kc, wv, x));
-  else p.sub = std::max({matmul_scratch(kc, wq, x), matmul_scratch(kc, wk, x), matmul_scratch(kc, wv, x)});
   p.out_bytes = align256(static_cast<size_t>((nq + nk + nv) * N) * 4);
   return p;
 }
@@ -263,29 +262,28 @@ void k_qkv(KernelContext& kc, Tensor& node) {
   if (N == 0) return;
 
   const QkvPlan plan = qkv_plan(kc, node, x);
-  const bool fused = plan.one_matmul;
   const Tensor& wqkv = plan.wqkv;
   const size_t out_bytes = plan.out_bytes;
   auto* out = static_cast<float*>(kc.scratch_bytes(out_bytes + plan.sub));  // reserves both parts
   const size_t saved = kc.scratch_offset;
   kc.scratch_offset += out_bytes;
   QkvArgs a{};
-  if (fused) {
-    Tensor o = f32_matrix(out, nq + nk + nv, N);
+  if (plan.qk_matmul) {  // wq|wk, and wv with them when adjacent: one matmul of nf rows
+    const int64_t nf = wqkv.ne[1];
+    Tensor o = f32_matrix(out, nf, N);
     matmul(kc, wqkv, x, o);
     a.q = out;
     a.k = out + nq;
-    a.v = out + nq + nk;
-    a.q_stride = a.k_stride = a.v_stride = nq + nk + nv;
-  } else if (plan.qk_matmul) {
-    Tensor oqk = f32_matrix(out, nq + nk, N), ov = f32_matrix(out + (nq + nk) * N, nv, N);
-    matmul(kc, wqkv, x, oqk);
-    matmul(kc, wv, x, ov);
-    a.q = out;
-    a.k = out + nq;
-    a.v = out + (nq + nk) * N;
-    a.q_stride = a.k_stride = nq + nk;
-    a.v_stride = nv;
+    a.q_stride = a.k_stride = nf;
+    if (plan.one_matmul) {
+      a.v = out + nq + nk;
+      a.v_stride = nf;
+    } else {
+      Tensor ov = f32_matrix(out + nf * N, nv, N);
+      matmul(kc, wv, x, ov);
+      a.v = out + nf * N;
+      a.v_stride = nv;
+    }
   } else {
     Tensor oq = f32_matrix(out, nq, N), ok = f32_matrix(out + nq * N, nk, N), ov = f32_matrix(out + (nq + nk) * N, nv, N);
     matmul(kc, wq, x, oq);
