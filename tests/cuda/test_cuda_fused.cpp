@@ -127,7 +127,15 @@ void check_qkv(const QkvCase& c) {
   };
   // The cache rows before the past are random (never written): attention over them is defined.
   // f16/q8 rounding flips; an f16 cache's attention runs on the tensor cores (q and P in f16).
-  const double tol = dtype_is_quantized(c.wt) || c.cache == DType::Q8_0 ? 5e-4 : c.cache == DType::F16 ? 2e-6 : 1e-8;
+  // Quantized weights into a q8_0 cache compound two roundings: each side quantizes the
+  // activations its own way (~0.5 % on the new K and V rows), which moves the new rows across
+  // q8_0 steps (~0.8 % of a block's max) for about a quarter of their elements; nmse is ~1e-4
+  // typically with a tail past 5e-4 (6.9e-4 seen on the H100, 2026-12-05). A wrong row, head or
+  // position gives nmse ~1.
+  const double tol = dtype_is_quantized(c.wt) && c.cache == DType::Q8_0 ? 2e-3
+                     : dtype_is_quantized(c.wt) || c.cache == DType::Q8_0 ? 5e-4
+                     : c.cache == DType::F16 ? 2e-6
+                                             : 1e-8;
   const std::string what = fmt::format("qkv adjacent={} bias={} norm={} w={} cache={} T={} past={} rope scaling={}",
                                        c.adjacent, c.bias, c.qk_norm, dtype_name(c.wt), dtype_name(c.cache), c.T,
                                        c.past, c.scaling);
