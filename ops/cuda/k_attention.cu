@@ -1000,7 +1000,8 @@ SplitParts split_parts(const KernelContext& kc, int64_t parts, int64_t dv) {
 void launch_combine(KernelContext& kc, const float* part_acc, const float2* part_ml, const Paged& pk, int64_t n_head,
                     int64_t T, int n_splits, int64_t dv, float* out) {
   if (T == 1) {
-    launch(kc, attn_combine_kernel, dim3(static_cast<unsigned>(n_head), 1, static_cast<unsigned>(ceil_div(dv, 32))), 32 * kCombineWarps, 0, part_acc, part_ml, pk, n_splits, static_cast<int>(dv), out);
+    launch(kc, attn_combine_kernel, dim3(static_cast<unsigned>(n_head), 1, static_cast<unsigned>(ceil_div(dv, 32))),
+           32 * kCombineWarps, 0, part_acc, part_ml, pk, n_splits, static_cast<int>(dv), out);
     return;
   }
   const unsigned blocks = static_cast<unsigned>(ceil_div(n_head * T, kCombineRowsWarps));
@@ -1067,8 +1068,8 @@ void launch_gqa(KernelContext& kc, const Tensor& q, const Tensor& k, const Tenso
                 "fits the default shared memory");
   static_assert(kGqaWarps * kChunkKeys * 128 * 2 + kGqaMax * 128 * sizeof(float) <= 48 * 1024,
                 "the V stages fit the default shared memory");
-  launch(kc, attn_gqa_kernel<D, KT, VT>, dim3(n_splits, static_cast<unsigned>(n_head_kv), static_cast<unsigned>(T)), 32 * kGqaWarps, smem, td(q), td(k), td(v), pk, scale, group, part_acc,
-                                                                  part_ml, kc.sink());
+  launch(kc, attn_gqa_kernel<D, KT, VT>, dim3(n_splits, static_cast<unsigned>(n_head_kv), static_cast<unsigned>(T)),
+         32 * kGqaWarps, smem, td(q), td(k), td(v), pk, scale, group, part_acc, part_ml, kc.sink());
   launch_combine(kc, part_acc, part_ml, pk, n_head, T, n_splits, D, out);
 }
 
@@ -1096,8 +1097,8 @@ SplitParts launch_mma_split(KernelContext& kc, const Tensor& q, const Tensor& k,
   const int64_t groups = n_head_kv / hpb;
   const int64_t resident = ceil_div(static_cast<int64_t>(kMmaBlocksPerSm) * kc.prop->multiProcessorCount, groups);
   const int64_t blocks = std::min<int64_t>(n_splits * T, std::max<int64_t>(resident, n_splits));
-  launch(kc, attn_mma_decode_kernel<D, KT, VT>, dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(groups)), 32 * kMmaWarps, smem, td(q), td(k), td(v), pk, scale, group, hpb,
-                                                                         n_splits, parts.acc, parts.ml, kc.sink());
+  launch(kc, attn_mma_decode_kernel<D, KT, VT>, dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(groups)),
+         32 * kMmaWarps, smem, td(q), td(k), td(v), pk, scale, group, hpb, n_splits, parts.acc, parts.ml, kc.sink());
   return parts;
 }
 
@@ -1375,7 +1376,9 @@ void launch_tile_d(KernelContext& kc, const Tensor& q, const Tensor& k, const Te
     }
   }
   const int64_t T = q.ne[2], n_head = q.ne[1];
-  launch(kc, attn_tile_d_kernel<D, KT, VT>, dim3(static_cast<unsigned>(ceil_div(T, kTileQ)), static_cast<unsigned>(n_head)), 32 * kTileWarps, smem, td(q), td(k), td(v), pk, scale, group, out, kc.sink());
+  launch(kc, attn_tile_d_kernel<D, KT, VT>,
+         dim3(static_cast<unsigned>(ceil_div(T, kTileQ)), static_cast<unsigned>(n_head)), 32 * kTileWarps, smem, td(q),
+         td(k), td(v), pk, scale, group, out, kc.sink());
 }
 
 template <DType KT, DType VT>
@@ -1400,8 +1403,8 @@ void launch_attention(KernelContext& kc, const Tensor& q, const Tensor& k, const
     const int n_splits = decode_kernel_splits(kc, pk, DecodeKernel::SPLIT, n_head, n_head_kv);
     const auto [part_acc, part_ml] = split_parts(kc, T * n_head * n_splits, dv);
     const size_t smem = (static_cast<size_t>(d) + kSplitWarps * dv + 2 * kSplitWarps) * sizeof(float);
-    launch(kc, attn_split_kernel<KT, VT>, dim3(n_splits, static_cast<unsigned>(n_head), static_cast<unsigned>(T)), 32 * kSplitWarps, smem, td(q), td(k), td(v), pk, scale, group, part_acc,
-                                                                     part_ml, kc.sink());
+    launch(kc, attn_split_kernel<KT, VT>, dim3(n_splits, static_cast<unsigned>(n_head), static_cast<unsigned>(T)),
+           32 * kSplitWarps, smem, td(q), td(k), td(v), pk, scale, group, part_acc, part_ml, kc.sink());
     launch_combine(kc, part_acc, part_ml, pk, n_head, T, n_splits, dv, out);
     return;
   }
@@ -1430,7 +1433,8 @@ void launch_attention(KernelContext& kc, const Tensor& q, const Tensor& k, const
       raised = true;
     }
   }
-  launch(kc, attn_tile_kernel<KT, VT>, dim3(static_cast<unsigned>(ceil_div(T, kTileQ)), static_cast<unsigned>(n_head)), 32 * kTileWarps, smem, td(q), td(k), td(v), pk, scale, group, out, kc.sink());
+  launch(kc, attn_tile_kernel<KT, VT>, dim3(static_cast<unsigned>(ceil_div(T, kTileQ)), static_cast<unsigned>(n_head)),
+         32 * kTileWarps, smem, td(q), td(k), td(v), pk, scale, group, out, kc.sink());
 }
 
 template <DType KT>
@@ -1456,8 +1460,12 @@ void k_kv_store(KernelContext& kc, Tensor& dst) {
   const unsigned g = static_cast<unsigned>(rows);
   const auto* c = static_cast<const int32_t*>(cells.data);
   switch (cache.type) {
-    case DType::F32: launch(kc, kv_store_kernel<DType::F32>, g, row_threads(x.ne[0]), 0, td(x), td(cache), c, kc.sink()); break;
-    case DType::F16: launch(kc, kv_store_kernel<DType::F16>, g, row_threads(x.ne[0]), 0, td(x), td(cache), c, kc.sink()); break;
+    case DType::F32:
+      launch(kc, kv_store_kernel<DType::F32>, g, row_threads(x.ne[0]), 0, td(x), td(cache), c, kc.sink());
+      break;
+    case DType::F16:
+      launch(kc, kv_store_kernel<DType::F16>, g, row_threads(x.ne[0]), 0, td(x), td(cache), c, kc.sink());
+      break;
     case DType::Q8_0:
       if (x.ne[0] % 32 != 0) throw OpError(kc.where() + ": a q8_0 cache needs head_dim % 32 == 0");
       launch(kc, kv_store_kernel<DType::Q8_0>, g, 128, 0, td(x), td(cache), c, kc.sink());

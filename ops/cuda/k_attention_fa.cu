@@ -353,8 +353,9 @@ void fa_run(KernelContext& kc, const Tensor& q, const Tensor& k, const Tensor& v
   }();
   if (!ok) throw OpError(kc.where() + ": attn_fa_kernel cannot have " + std::to_string(S::kBytes) + " bytes of shared memory");
   const int64_t T = q.ne[2], n_head = q.ne[1];
-  launch(kc, attn_fa_kernel<D, KT, VT, W>, dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(ceil_div(T, S::kRows))), S::kThreads, S::kBytes, td(q), td(k), td(v), pk, scale, group, out,
-                                                                      kc.sink());
+  launch(kc, attn_fa_kernel<D, KT, VT, W>,
+         dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(ceil_div(T, S::kRows))), S::kThreads, S::kBytes,
+         td(q), td(k), td(v), pk, scale, group, out, kc.sink());
 }
 
 template <int D, int W>

@@ -64,7 +64,8 @@ template <DType T>
 void launch_get_rows(KernelContext& kc, const Tensor& table, const Tensor& ids, Tensor& dst) {
   const int64_t rows = ids.ne[0] * ids.ne[1];
   if (rows == 0) return;
-  launch(kc, get_rows_kernel<T>, piece_blocks(rows, table.ne[0]), piece_threads(table.ne[0]), 0, td(table), td(ids), static_cast<float*>(dst.data), table.ne[0], ids.ne[0], kc.sink());
+  launch(kc, get_rows_kernel<T>, piece_blocks(rows, table.ne[0]), piece_threads(table.ne[0]), 0, td(table), td(ids),
+         static_cast<float*>(dst.data), table.ne[0], ids.ne[0], kc.sink());
 }
 
 // ---------------------------------------------------------------- binary / unary
@@ -106,7 +107,8 @@ void launch_binary(KernelContext& kc, Tensor& dst) {
   const Tensor& b = *dst.src[1];
   const int64_t rows = dst.nrows();
   if (rows == 0 || dst.ne[0] == 0) return;
-  launch(kc, binary_kernel<OP>, piece_blocks(rows, dst.ne[0]), piece_threads(dst.ne[0]), 0, td(a), a.type, td(b), b.type, static_cast<float*>(dst.data), dst.ne[0], td(dst));
+  launch(kc, binary_kernel<OP>, piece_blocks(rows, dst.ne[0]), piece_threads(dst.ne[0]), 0, td(a), a.type, td(b),
+         b.type, static_cast<float*>(dst.data), dst.ne[0], td(dst));
 }
 
 template <Un OP>
@@ -128,7 +130,8 @@ void launch_unary(KernelContext& kc, Tensor& dst, float s) {
   const Tensor& a = *dst.src[0];
   const int64_t rows = dst.nrows();
   if (rows == 0 || dst.ne[0] == 0) return;
-  launch(kc, unary_kernel<OP>, piece_blocks(rows, dst.ne[0]), piece_threads(dst.ne[0]), 0, td(a), a.type, static_cast<float*>(dst.data), dst.ne[0], td(dst), s);
+  launch(kc, unary_kernel<OP>, piece_blocks(rows, dst.ne[0]), piece_threads(dst.ne[0]), 0, td(a), a.type,
+         static_cast<float*>(dst.data), dst.ne[0], td(dst), s);
 }
 
 // ---------------------------------------------------------------- concat
@@ -313,7 +316,8 @@ void k_get_rows(KernelContext& kc, Tensor& dst) {
   if (table.type == DType::I32) {
     const int64_t rows = ids.ne[0] * ids.ne[1];
     if (rows == 0) return;
-    launch(kc, get_rows_i32_kernel, piece_blocks(rows, table.ne[0]), piece_threads(table.ne[0]), 0, td(table), td(ids), static_cast<int32_t*>(dst.data), table.ne[0], ids.ne[0], kc.sink());
+    launch(kc, get_rows_i32_kernel, piece_blocks(rows, table.ne[0]), piece_threads(table.ne[0]), 0, td(table), td(ids),
+           static_cast<int32_t*>(dst.data), table.ne[0], ids.ne[0], kc.sink());
     return;
   }
   switch (table.type) {
@@ -338,7 +342,8 @@ void k_concat(KernelContext& kc, Tensor& dst) {
   const Tensor& b = *dst.src[1];
   const int64_t rows = dst.nrows();
   if (rows == 0 || dst.ne[0] == 0) return;
-  launch(kc, concat_kernel, static_cast<unsigned>(rows), row_threads(dst.ne[0]), 0, td(a), a.type, td(b), b.type, static_cast<float*>(dst.data), td(dst), dst.param<int32_t>(0));
+  launch(kc, concat_kernel, static_cast<unsigned>(rows), row_threads(dst.ne[0]), 0, td(a), a.type, td(b), b.type,
+         static_cast<float*>(dst.data), td(dst), dst.param<int32_t>(0));
 }
 
 bool s_cpy(const Tensor& dst) {
@@ -370,17 +375,13 @@ void k_cpy(KernelContext& kc, Tensor& dst) {
   switch (dst.type) {
     case DType::F32: launch(kc, cpy_float_kernel<float>, grid, nt, 0, td(a), a.type, td(dst), same); break;
     case DType::F16: launch(kc, cpy_float_kernel<__half>, grid, nt, 0, td(a), a.type, td(dst), same); break;
-    case DType::BF16:
-      launch(kc, cpy_float_kernel<__nv_bfloat16>, grid, nt, 0, td(a), a.type, td(dst), same);
-      break;
+    case DType::BF16: launch(kc, cpy_float_kernel<__nv_bfloat16>, grid, nt, 0, td(a), a.type, td(dst), same); break;
     case DType::Q8_0:
     case DType::Q8_1: {
       const int64_t nbr = dst.ne[0] / 32, total = rows * nbr;
       const unsigned g = static_cast<unsigned>(ceil_div(total, 8));
-      if (dst.type == DType::Q8_0)
-        launch(kc, cpy_q8_kernel<false>, g, 256, 0, td(a), a.type, td(dst), nbr);
-      else
-        launch(kc, cpy_q8_kernel<true>, g, 256, 0, td(a), a.type, td(dst), nbr);
+      if (dst.type == DType::Q8_0) launch(kc, cpy_q8_kernel<false>, g, 256, 0, td(a), a.type, td(dst), nbr);
+      else launch(kc, cpy_q8_kernel<true>, g, 256, 0, td(a), a.type, td(dst), nbr);
       break;
     }
     default: throw OpError(kc.where() + ": destination dtype not supported");
@@ -399,14 +400,17 @@ __global__ void profile_gate_kernel(int64_t ns) {
 }
 }  // namespace
 
-void profile_gate(cudaStream_t stream, int64_t ns) { launch_with(stream, false, [] { return std::string("cuda profile gate"); }, profile_gate_kernel, 1, 1, 0, ns);
+void profile_gate(cudaStream_t stream, int64_t ns) {
+  launch_with(
+      stream, false, [] { return std::string("cuda profile gate"); }, profile_gate_kernel, 1, 1, 0, ns);
 }
 
 void k_argmax(KernelContext& kc, Tensor& dst) {
   const Tensor& a = *dst.src[0];
   const int64_t rows = a.nrows();
   if (rows == 0) return;
-  launch(kc, argmax_kernel, static_cast<unsigned>(rows), row_threads(a.ne[0], 1024), 0, td(a), static_cast<int32_t*>(dst.data));
+  launch(kc, argmax_kernel, static_cast<unsigned>(rows), row_threads(a.ne[0], 1024), 0, td(a),
+         static_cast<int32_t*>(dst.data));
 }
 
 }  // namespace minfer::cuda

@@ -158,7 +158,6 @@ Tensor f32_matrix(float* p, int64_t m, int64_t n) {
   return t;
 }
 
-
 template <DType KC>
 void launch_epilogue_v(const KernelContext& kc, const QkvArgs& a, DType vt, dim3 grid, int threads, size_t smem) {
   switch (vt) {

@@ -118,8 +118,8 @@ void launch_matvec_f(KernelContext& kc, const Tensor& a, const float* x, int64_t
   const auto nb1 = static_cast<int64_t>(a.nb[1]), nb2 = static_cast<int64_t>(a.nb[2]),
              nb3 = static_cast<int64_t>(a.nb[3]);
   switch (N) {
-#define MINFER_NC(n)                                                                                               \
-  case n:                                                                                                          \
+#define MINFER_NC(n)                                                                                            \
+  case n:                                                                                                       \
     launch(kc, matvec_f_kernel<W, n, VEC>, grid, 128, 0, w, nb1, nb2, nb3, M, K, x, r2, r3, B2, dst, residual); \
     break;
     MINFER_NC(1) MINFER_NC(2) MINFER_NC(3) MINFER_NC(4) MINFER_NC(5) MINFER_NC(6) MINFER_NC(7) MINFER_NC(8)
@@ -164,8 +164,7 @@ template <ActMode MODE>
 void convert_act(KernelContext& kc, const Tensor& b, void* out, int64_t plane) {
   const int64_t rows = b.nrows();
   if (rows == 0) return;
-  launch(kc, convert_act_kernel<MODE>, static_cast<unsigned>(rows), row_threads(b.ne[0]), 0, td(b), b.type, out,
-                                                                                               plane);
+  launch(kc, convert_act_kernel<MODE>, static_cast<unsigned>(rows), row_threads(b.ne[0]), 0, td(b), b.type, out, plane);
 }
 
 // ---------------------------------------------------------------- dequantize to f16

@@ -459,7 +459,8 @@ void launch_nt(KernelContext& kc, const Tensor& a, const int8_t* qs, const float
   const auto* w = static_cast<const uint8_t*>(a.data);
   const auto nb1 = static_cast<int64_t>(a.nb[1]), nb2 = static_cast<int64_t>(a.nb[2]), nb3 = static_cast<int64_t>(a.nb[3]);
   opt_in<T, NT, false>(kc);
-  launch(kc, mmq_kernel<T, NT, false>, grid, 32 * kWarps, Smem<T, NT>::kBytes, w, nb1, nb2, nb3, M, U, qs, ds, r2, r3, B2, static_cast<int>(N), dst, residual, part, MmqGroups{});
+  launch(kc, mmq_kernel<T, NT, false>, grid, 32 * kWarps, Smem<T, NT>::kBytes, w, nb1, nb2, nb3, M, U, qs, ds, r2, r3,
+         B2, static_cast<int>(N), dst, residual, part, MmqGroups{});
   if (ks > 1) mmq_reduce(kc, part, ks, B2 * B3 * N * M, dst, residual);
 }
 
@@ -489,8 +490,9 @@ void launch_grouped_t(KernelContext& kc, const Tensor& as, const MmqGroups& grp,
   const int U = static_cast<int>(as.ne[0] / 32);
   const dim3 grid(static_cast<unsigned>(ceil_div(M, kBlockRows)), static_cast<unsigned>(grp.max_tiles), 1);
   opt_in<T, NT, true>(kc);
-  launch(kc, mmq_kernel<T, NT, true>, grid, 32 * kWarps, Smem<T, NT>::kBytes, static_cast<const uint8_t*>(as.data), static_cast<int64_t>(as.nb[1]), static_cast<int64_t>(as.nb[2]), 0, M, U,
-      qs, ds, 1, 1, 1, 0, dst, nullptr, nullptr, grp);
+  launch(kc, mmq_kernel<T, NT, true>, grid, 32 * kWarps, Smem<T, NT>::kBytes, static_cast<const uint8_t*>(as.data),
+         static_cast<int64_t>(as.nb[1]), static_cast<int64_t>(as.nb[2]), 0, M, U, qs, ds, 1, 1, 1, 0, dst, nullptr,
+         nullptr, grp);
 }
 
 // Whether mmq() runs a weight on the f16 kernel (k_mmq_f16.cu) rather than mmq_kernel: Q4_K /

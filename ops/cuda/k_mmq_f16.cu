@@ -54,9 +54,9 @@
 #include <cuda_fp16.h>
 
 #include "ops/cuda/cp_async.cuh"
-#include "ops/cuda/mma.cuh"
 #include "ops/cuda/kernels.cuh"
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda/mma.cuh"
 
 namespace minfer::cuda {
 namespace {
@@ -536,9 +536,9 @@ void launch_nt(KernelContext& kc, const Tensor& a, const int8_t* qs, const float
                   static_cast<unsigned>(ks));
   const int64_t r2 = B2 / a.ne[2], r3 = B3 / a.ne[3];
   opt_in<F, NT>(kc);
-  launch(kc, mmf16_kernel<F, NT>, grid, C::THREADS, C::SMEM, static_cast<const uint8_t*>(a.data), static_cast<int64_t>(a.nb[1]), static_cast<int64_t>(a.nb[2]),
-      static_cast<int64_t>(a.nb[3]), static_cast<int>(M), U, qs, ds, r2, r3, B2, static_cast<int>(N), dst, residual,
-      part);
+  launch(kc, mmf16_kernel<F, NT>, grid, C::THREADS, C::SMEM, static_cast<const uint8_t*>(a.data),
+         static_cast<int64_t>(a.nb[1]), static_cast<int64_t>(a.nb[2]), static_cast<int64_t>(a.nb[3]),
+         static_cast<int>(M), U, qs, ds, r2, r3, B2, static_cast<int>(N), dst, residual, part);
   if (ks > 1) mmq_reduce(kc, part, ks, B2 * B3 * N * M, dst, residual);
 }
 

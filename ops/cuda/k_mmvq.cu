@@ -476,8 +476,9 @@ void launch_mmvq_id_t(KernelContext& kc, const Tensor& as, const Tensor& ids, co
   constexpr int64_t kMaxGridY = 65535;
   for (int64_t s0 = 0; s0 < slots; s0 += kMaxGridY) {
     const dim3 grid(static_cast<unsigned>(ceil_div(M, kWarpsPerBlock)), static_cast<unsigned>(std::min(kMaxGridY, slots - s0)));
-    launch(kc, mmvq_id_kernel<T>, grid, 32 * kWarpsPerBlock, 0, static_cast<const uint8_t*>(as.data), static_cast<int64_t>(as.nb[1]), static_cast<int64_t>(as.nb[2]), as.ne[2],
-        M, U, qs, ds, td(ids), n_act, s0, dst, kc.sink());
+    launch(kc, mmvq_id_kernel<T>, grid, 32 * kWarpsPerBlock, 0, static_cast<const uint8_t*>(as.data),
+           static_cast<int64_t>(as.nb[1]), static_cast<int64_t>(as.nb[2]), as.ne[2], M, U, qs, ds, td(ids), n_act, s0,
+           dst, kc.sink());
   }
 }
 
@@ -487,8 +488,9 @@ void launch_mmvq_nc(KernelContext& kc, const Tensor& a, const int8_t* qs, const 
   const int64_t M = a.ne[1];
   const int U = static_cast<int>(a.ne[0] / 32);
   const dim3 grid(static_cast<unsigned>(ceil_div(M, kWarpsPerBlock * rows_per_warp(T, NC))), static_cast<unsigned>(B2 * B3));
-  launch(kc, mmvq_kernel<T, NC>, grid, 32 * kWarpsPerBlock, 0, static_cast<const uint8_t*>(a.data), static_cast<int64_t>(a.nb[1]), static_cast<int64_t>(a.nb[2]),
-      static_cast<int64_t>(a.nb[3]), M, U, qs, ds, B2 / a.ne[2], B3 / a.ne[3], B2, dst, residual);
+  launch(kc, mmvq_kernel<T, NC>, grid, 32 * kWarpsPerBlock, 0, static_cast<const uint8_t*>(a.data),
+         static_cast<int64_t>(a.nb[1]), static_cast<int64_t>(a.nb[2]), static_cast<int64_t>(a.nb[3]), M, U, qs, ds,
+         B2 / a.ne[2], B3 / a.ne[3], B2, dst, residual);
 }
 
 template <DType T>

@@ -215,7 +215,7 @@ void k_moe_sum(KernelContext& kc, Tensor& dst) {
   const Tensor* r = dst.src[2];
   const dim3 grid(static_cast<unsigned>(ceil_div(n, kMoeSumThreads)), static_cast<unsigned>(T));
   launch(kc, moe_sum_kernel, grid, kMoeSumThreads, 0, td(y), td(w), r ? td(*r) : td(y), r != nullptr, n,
-                                                         static_cast<float*>(dst.data));
+         static_cast<float*>(dst.data));
 }
 
 void k_top_k(KernelContext& kc, Tensor& dst) {
@@ -256,8 +256,8 @@ void k_mul_mat_id(KernelContext& kc, Tensor& dst) {
     for (int64_t s0 = 0; s0 < slots; s0 += kMaxGridY) {
       const dim3 grid(static_cast<unsigned>(ceil_div(M, kFloatRowsPerBlock)),
                       static_cast<unsigned>(std::min(kMaxGridY, slots - s0)));
-      launch(kc, mm_id_float_kernel, grid, 32 * kFloatRowsPerBlock, 0, td(as), as.type, td(ids), td(b), b.type, s0,
-                                                                          out, kc.sink());
+      launch(kc, mm_id_float_kernel, grid, 32 * kFloatRowsPerBlock, 0, td(as), as.type, td(ids), td(b), b.type, s0, out,
+             kc.sink());
     }
     return;
   }

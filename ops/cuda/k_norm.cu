@@ -190,7 +190,8 @@ void k_rms_norm(KernelContext& kc, Tensor& dst) {
   if (rows == 0) return;
   TD wd{};
   if (w) wd = td(*w);
-  launch(kc, rms_norm_kernel, static_cast<unsigned>(rows), row_threads(x.ne[0], 512), 0, td(x), x.type, wd, w ? w->type : DType::F32, w != nullptr, dst.param<float>(0), static_cast<float*>(dst.data));
+  launch(kc, rms_norm_kernel, static_cast<unsigned>(rows), row_threads(x.ne[0], 512), 0, td(x), x.type, wd,
+         w ? w->type : DType::F32, w != nullptr, dst.param<float>(0), static_cast<float*>(dst.data));
 }
 
 void k_soft_max(KernelContext& kc, Tensor& dst) {
@@ -199,8 +200,9 @@ void k_soft_max(KernelContext& kc, Tensor& dst) {
   const int64_t rows = x.nrows();
   if (rows == 0) return;
   if (pos && !pos->is_contiguous()) throw OpError(kc.where() + ": pos must be contiguous");
-  launch(kc, soft_max_kernel, static_cast<unsigned>(rows), row_threads(x.ne[0], 512), 0, td(x), pos ? static_cast<const int32_t*>(pos->data) : nullptr, dst.param<float>(0),
-      static_cast<float*>(dst.data), kc.sink());
+  launch(kc, soft_max_kernel, static_cast<unsigned>(rows), row_threads(x.ne[0], 512), 0, td(x),
+         pos ? static_cast<const int32_t*>(pos->data) : nullptr, dst.param<float>(0), static_cast<float*>(dst.data),
+         kc.sink());
 }
 
 void k_rope(KernelContext& kc, Tensor& dst) {
@@ -214,7 +216,8 @@ void k_rope(KernelContext& kc, Tensor& dst) {
   if (rows == 0) return;
   RopeArgs r{p.n_rot, p.mode == ops::RopeMode::NEOX, p.freq_base, p.freq_scale, p.ext_factor, p.attn_factor,
              ops::rope_corr_dims(p), ff ? static_cast<const float*>(ff->data) : nullptr};
-  launch(kc, rope_kernel, static_cast<unsigned>(rows), row_threads(x.ne[0] / 2, 128), 0, td(x), static_cast<const int32_t*>(pos.data), static_cast<float*>(dst.data), r);
+  launch(kc, rope_kernel, static_cast<unsigned>(rows), row_threads(x.ne[0] / 2, 128), 0, td(x),
+         static_cast<const int32_t*>(pos.data), static_cast<float*>(dst.data), r);
 }
 
 }  // namespace minfer::cuda

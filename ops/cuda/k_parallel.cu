@@ -96,7 +96,8 @@ void k_all_gather(KernelContext& kc, Tensor& dst) {
   }
   kc.group->queue_all_gather(kc.rank, send, n, all, kc.stream);
   if (rows == 1) return;
-  launch(kc, place_gathered_kernel, static_cast<unsigned>(rows), row_threads(x.ne[0] * n_ranks), 0, all, out, x.ne[0], rows, n_ranks);
+  launch(kc, place_gathered_kernel, static_cast<unsigned>(rows), row_threads(x.ne[0] * n_ranks), 0, all, out, x.ne[0],
+         rows, n_ranks);
 }
 
 }  // namespace minfer::cuda

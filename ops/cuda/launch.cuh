@@ -69,8 +69,8 @@ void launch_with(cudaStream_t stream, bool pdl, const Where& where, void (*kerne
 /// A kernel of the node kc dispatches, on its stream (programmatic per pdl_enabled).
 template <typename... P, typename... A>
 void launch(const KernelContext& kc, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A&&... args) {
-  launch_with(kc.stream, pdl_enabled(kc), [&] { return kc.where(); }, kernel, grid, block, smem,
-              std::forward<A>(args)...);
+  const auto where = [&] { return kc.where(); };
+  launch_with(kc.stream, pdl_enabled(kc), where, kernel, grid, block, smem, std::forward<A>(args)...);
 }
 
 }  // namespace minfer::cuda
