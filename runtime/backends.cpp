@@ -33,7 +33,6 @@ std::unique_ptr<Backend> create_backend(std::string_view device, const BackendOp
     o.graphs = options.cuda_graphs;
     o.fusion = options.fusion;
     o.profile = options.cuda_profile;
-    o.pdl = options.cuda_pdl;
     return std::make_unique<CudaBackend>(index, o);
 #else
     throw std::runtime_error(fmt::format("--device {}: this build has no CUDA backend (nvcc was not found when it was configured, or -DMINFER_CUDA=OFF)", device));

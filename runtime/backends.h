@@ -20,7 +20,6 @@ struct BackendOptions {
   bool cuda_graphs = true;   ///< CUDA: CudaOptions::graphs
   bool fusion = true;        ///< CUDA: CudaOptions::fusion
   bool cuda_profile = false; ///< CUDA: CudaOptions::profile
-  bool cuda_pdl = true;      ///< CUDA: CudaOptions::pdl
 };
 
 /// Creates the backend `device` ("cpu", "cuda", "cuda:N", "auto") with `options`. Throws

@@ -47,8 +47,6 @@ void add_model_flags(CLI::App& app, ModelArgs& a) {
       ->check(CLI::IsMember({1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}));
   app.add_flag("--no-cuda-graphs", a.no_cuda_graphs, "CUDA: do not capture and replay CUDA graphs");
   app.add_flag("--no-fusion", a.no_fusion, "CUDA: run every basic op as its own kernel (no fused kernels)");
-  app.add_flag("--no-cuda-pdl", a.no_cuda_pdl,
-               "CUDA: launch each kernel only after the previous one finished (no programmatic dependent launch)");
   app.add_flag("--cuda-profile", a.cuda_profile,
                "CUDA: print host and GPU time per graph (with --no-cuda-graphs: per kernel) to stderr at exit");
   add_rope_flags(app, a.rope);
@@ -191,7 +189,6 @@ Loaded load_model(const ModelArgs& a) {
   bo.n_threads = a.threads > 0 || n == 1 ? a.threads : std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)) / n);
   bo.cuda_graphs = !a.no_cuda_graphs;
   bo.fusion = !a.no_fusion;
-  bo.cuda_pdl = !a.no_cuda_pdl;
   bo.cuda_profile = a.cuda_profile;
   // The group before the backends: CPU ranks share a HostCollective, CUDA ranks one NCCL
   // communicator each (create_group refuses a mix, and says how many GPUs are missing).

@@ -33,14 +33,13 @@ struct ModelArgs {
   int block_size = 32;        ///< --block-size: KV cells per block
   bool no_cuda_graphs = false;  ///< --no-cuda-graphs
   bool no_fusion = false;       ///< --no-fusion
-  bool no_cuda_pdl = false;     ///< --no-cuda-pdl
   int no_effect = 0;            ///< --no-mmap / --mlock: llama.cpp flags accepted, nothing to do
   bool cuda_profile = false;    ///< --cuda-profile
   RopeOverrides rope;         ///< --rope-scaling, --rope-scale, --yarn-* (rope_flags.h)
 };
 
 /// -m -c -b -t --device --cache-type -ngl --block-size, the backend switches (--no-cuda-graphs,
-/// --no-fusion, --no-cuda-pdl, --cuda-profile) and the RoPE scaling flags
+/// --no-fusion, --cuda-profile) and the RoPE scaling flags
 /// (add_rope_flags). --cache-type is checked while parsing (before any output), -c against the
 /// model in session_params().
 void add_model_flags(CLI::App& app, ModelArgs& a);

@@ -88,6 +88,8 @@ struct KernelContext {
   ErrorSink sink() const { return {err, node_index}; }
   /// "OP node 'name' [ne...] dtype": names the node in error messages.
   std::string where() const;
+  /// Checks the last launch; throws naming `kernel` and the node.
+  void check_launch(const char* kernel) const;
   /// `bytes` of the node's workspace starting at scratch_offset (a fused op takes its own part
   /// first, then raises the offset for the kernels it calls). Throws std::logic_error when the
   /// op's workspace function declared less: the allocator planned only what it declared.

@@ -34,6 +34,13 @@ std::string KernelContext::where() const {
   return fmt::format("cuda {} node #{} {}", op_name(node->op), node_index, describe(*node));
 }
 
+void KernelContext::check_launch(const char* kernel) const {
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess)
+    throw std::runtime_error(fmt::format("{}: launching {} failed: {} ({})", where(), kernel, cudaGetErrorName(e),
+                                         cudaGetErrorString(e)));
+}
+
 int device_count() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {

@@ -59,17 +59,13 @@ struct BackendImpl;
 
 }  // namespace cuda
 
-/// The CUDA backend's settings (all on by default; the programs' --no-cuda-graphs, --no-fusion,
-/// --no-cuda-pdl and --cuda-profile turn them off or on, examples/common).
+/// The CUDA backend's settings (all on by default; the programs' --no-cuda-graphs, --no-fusion and
+/// --cuda-profile turn them off or on, examples/common).
 struct CudaOptions {
   /// Capture repeated decode-sized graphs as CUDA graphs and replay them.
   bool graphs = true;
   /// rewrite() into the fused kernels; off: every basic op runs its own kernel.
   bool fusion = true;
-  /// Programmatic dependent launch (sm_90 on): each kernel may launch while the previous one on
-  /// the stream drains, and waits for its completion before touching memory (ops/cuda/launch.cuh).
-  /// Off while `profile` is on.
-  bool pdl = true;
   /// Host time in compute() and GPU time per graph key, printed to stderr when the backend is
   /// destroyed. With graphs off (--no-cuda-graphs) also GPU time per kernel node (events between
   /// nodes; the launches are queued behind a 50 ms gate so the GPU runs them back to back), summed

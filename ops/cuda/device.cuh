@@ -5,7 +5,6 @@
 #include <cuda_fp16.h>
 
 #include "ops/cuda/common.h"
-#include "ops/cuda/launch.cuh"
 #include "tensor/fp16.h"
 
 namespace minfer::cuda {

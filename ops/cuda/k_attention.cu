@@ -69,7 +69,6 @@ __device__ __forceinline__ int active_splits(int64_t kv_len, int n_splits) {
 
 template <DType C>
 __global__ void kv_store_kernel(TD x, TD cache, const int32_t* cells, ErrorSink sink) {
-  pdl_entry();
   const int64_t r = blockIdx.x;  // (head, token) of x
   const int64_t h = r % x.ne[1], t = r / x.ne[1];
   const int32_t p = cells[t];
@@ -147,7 +146,6 @@ constexpr int kCombineBatch = 32;
 
 __global__ void __launch_bounds__(32 * kCombineWarps) attn_combine_kernel(const float* part_acc, const float2* part_ml,
                                                                           Paged pk, int n_splits, int dv, float* dst) {
-  pdl_entry();
   __shared__ float wacc[kCombineWarps][32];
   __shared__ float2 wml[kCombineWarps];
   const int h = blockIdx.x, t = blockIdx.y, n_head = gridDim.x;
@@ -190,7 +188,6 @@ template <int Dims>
 __global__ void __launch_bounds__(32 * kCombineRowsWarps)
     attn_combine_rows_kernel(const float* part_acc, const float2* part_ml, Paged pk, int n_splits, int n_head, int T,
                              int dv, float* dst) {
-  pdl_entry();
   const int wid = blockIdx.x * kCombineRowsWarps + (threadIdx.x >> 5), lane = threadIdx.x & 31;
   if (wid >= n_head * T) return;
   const int h = wid % n_head, t = wid / n_head;
@@ -240,7 +237,6 @@ template <DType KT, DType VT>
 __global__ void __launch_bounds__(32 * kSplitWarps) attn_split_kernel(TD q, TD k, TD v, Paged pk, float scale,
                                                                      int group, float* part_acc, float2* part_ml,
                                                                      ErrorSink sink) {
-  pdl_entry();
   extern __shared__ float smem[];  // q [d] | per-warp acc [warps][dv] | per-warp m,l [warps][2]
   const int s = blockIdx.x, n_splits = gridDim.x;
   const int h = blockIdx.y, t = blockIdx.z, n_head = gridDim.y;
@@ -400,7 +396,6 @@ template <int D, DType KT, DType VT>
 __global__ void __launch_bounds__(32 * kGqaWarps) attn_gqa_kernel(TD q, TD k, TD v, Paged pk, float scale,
                                                                   int group, float* part_acc, float2* part_ml,
                                                                   ErrorSink sink) {
-  pdl_entry();
   constexpr int E = D / 32;
   constexpr bool kStageV = gqa_stages_v<D, VT>();
   __shared__ float4 qs4[kGqaMax * D / 4];  // the group's queries, pre-scaled
@@ -773,7 +768,6 @@ template <int D, DType KT, DType VT>
 __global__ void __launch_bounds__(32 * kMmaWarps, kMmaBlocksPerSm)
     attn_mma_decode_kernel(TD q, TD k, TD v, Paged pk, float scale, int group, int hpb, int n_splits, float* part_acc,
                            float2* part_ml, ErrorSink sink) {
-  pdl_entry();
   using KS = MmaStage<D, KT>;
   using VS = MmaStage<D, VT>;
   extern __shared__ __align__(16) unsigned char msm[];
@@ -1000,19 +994,21 @@ SplitParts split_parts(const KernelContext& kc, int64_t parts, int64_t dv) {
 void launch_combine(KernelContext& kc, const float* part_acc, const float2* part_ml, const Paged& pk, int64_t n_head,
                     int64_t T, int n_splits, int64_t dv, float* out) {
   if (T == 1) {
-    launch(kc, attn_combine_kernel, dim3(static_cast<unsigned>(n_head), 1, static_cast<unsigned>(ceil_div(dv, 32))),
-           32 * kCombineWarps, 0, part_acc, part_ml, pk, n_splits, static_cast<int>(dv), out);
+    attn_combine_kernel<<<dim3(static_cast<unsigned>(n_head), 1, static_cast<unsigned>(ceil_div(dv, 32))),
+                          32 * kCombineWarps, 0, kc.stream>>>(part_acc, part_ml, pk, n_splits, static_cast<int>(dv), out);
+    kc.check_launch("attn_combine_kernel");
     return;
   }
   const unsigned blocks = static_cast<unsigned>(ceil_div(n_head * T, kCombineRowsWarps));
-  const auto run = [&](auto kernel) {
-    launch(kc, kernel, blocks, 32 * kCombineRowsWarps, 0, part_acc, part_ml, pk, n_splits, static_cast<int>(n_head),
-           static_cast<int>(T), static_cast<int>(dv), out);
+  const auto launch = [&](auto kernel) {
+    kernel<<<blocks, 32 * kCombineRowsWarps, 0, kc.stream>>>(part_acc, part_ml, pk, n_splits, static_cast<int>(n_head),
+                                                            static_cast<int>(T), static_cast<int>(dv), out);
   };
-  if (dv <= 32) run(attn_combine_rows_kernel<1>);
-  else if (dv <= 64) run(attn_combine_rows_kernel<2>);
-  else if (dv <= 128) run(attn_combine_rows_kernel<4>);
-  else run(attn_combine_rows_kernel<8>);  // dv <= 256 (kMaxDvPerLane)
+  if (dv <= 32) launch(attn_combine_rows_kernel<1>);
+  else if (dv <= 64) launch(attn_combine_rows_kernel<2>);
+  else if (dv <= 128) launch(attn_combine_rows_kernel<4>);
+  else launch(attn_combine_rows_kernel<8>);  // dv <= 256 (kMaxDvPerLane)
+  kc.check_launch("attn_combine_rows_kernel");
 }
 
 // The decode kernels (T <= kDecodeMaxRows): the tensor-core one, the GQA-grouped SIMT one (f32
@@ -1068,8 +1064,10 @@ void launch_gqa(KernelContext& kc, const Tensor& q, const Tensor& k, const Tenso
                 "fits the default shared memory");
   static_assert(kGqaWarps * kChunkKeys * 128 * 2 + kGqaMax * 128 * sizeof(float) <= 48 * 1024,
                 "the V stages fit the default shared memory");
-  launch(kc, attn_gqa_kernel<D, KT, VT>, dim3(n_splits, static_cast<unsigned>(n_head_kv), static_cast<unsigned>(T)),
-         32 * kGqaWarps, smem, td(q), td(k), td(v), pk, scale, group, part_acc, part_ml, kc.sink());
+  attn_gqa_kernel<D, KT, VT><<<dim3(n_splits, static_cast<unsigned>(n_head_kv), static_cast<unsigned>(T)),
+                               32 * kGqaWarps, smem, kc.stream>>>(td(q), td(k), td(v), pk, scale, group, part_acc,
+                                                                  part_ml, kc.sink());
+  kc.check_launch("attn_gqa_kernel");
   launch_combine(kc, part_acc, part_ml, pk, n_head, T, n_splits, D, out);
 }
 
@@ -1097,8 +1095,10 @@ SplitParts launch_mma_split(KernelContext& kc, const Tensor& q, const Tensor& k,
   const int64_t groups = n_head_kv / hpb;
   const int64_t resident = ceil_div(static_cast<int64_t>(kMmaBlocksPerSm) * kc.prop->multiProcessorCount, groups);
   const int64_t blocks = std::min<int64_t>(n_splits * T, std::max<int64_t>(resident, n_splits));
-  launch(kc, attn_mma_decode_kernel<D, KT, VT>, dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(groups)),
-         32 * kMmaWarps, smem, td(q), td(k), td(v), pk, scale, group, hpb, n_splits, parts.acc, parts.ml, kc.sink());
+  attn_mma_decode_kernel<D, KT, VT><<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(groups)),
+                                      32 * kMmaWarps, smem, kc.stream>>>(td(q), td(k), td(v), pk, scale, group, hpb,
+                                                                         n_splits, parts.acc, parts.ml, kc.sink());
+  kc.check_launch("attn_mma_decode_kernel");
   return parts;
 }
 
@@ -1147,7 +1147,6 @@ __device__ __forceinline__ int next_run(const int32_t* qpos, const int32_t* qseq
 template <DType KT, DType VT>
 __global__ void __launch_bounds__(32 * kTileWarps) attn_tile_kernel(TD q, TD k, TD v, Paged pk, float scale,
                                                                    int group, float* dst, ErrorSink sink) {
-  pdl_entry();
   extern __shared__ float smem[];
   const int d = static_cast<int>(q.ne[0]), dv = static_cast<int>(v.ne[0]);
   const int dk = d + 1;  // padded K rows: lane j reads K[j][e] without bank conflicts
@@ -1243,7 +1242,6 @@ __global__ void __launch_bounds__(32 * kTileWarps) attn_tile_kernel(TD q, TD k, 
 template <int D, DType KT, DType VT>
 __global__ void __launch_bounds__(32 * kTileWarps) attn_tile_d_kernel(TD q, TD k, TD v, Paged pk, float scale,
                                                                      int group, float* dst, ErrorSink sink) {
-  pdl_entry();
   constexpr int EPL = D / 32;   // output dims per lane
   constexpr int DK = D + 4;     // padded K rows: 16-byte aligned, conflict-free float4 reads by row
   extern __shared__ float4 smem4[];
@@ -1376,9 +1374,9 @@ void launch_tile_d(KernelContext& kc, const Tensor& q, const Tensor& k, const Te
     }
   }
   const int64_t T = q.ne[2], n_head = q.ne[1];
-  launch(kc, attn_tile_d_kernel<D, KT, VT>,
-         dim3(static_cast<unsigned>(ceil_div(T, kTileQ)), static_cast<unsigned>(n_head)), 32 * kTileWarps, smem, td(q),
-         td(k), td(v), pk, scale, group, out, kc.sink());
+  attn_tile_d_kernel<D, KT, VT><<<dim3(static_cast<unsigned>(ceil_div(T, kTileQ)), static_cast<unsigned>(n_head)),
+                                  32 * kTileWarps, smem, kc.stream>>>(td(q), td(k), td(v), pk, scale, group, out, kc.sink());
+  kc.check_launch("attn_tile_d_kernel");
 }
 
 template <DType KT, DType VT>
@@ -1403,8 +1401,10 @@ void launch_attention(KernelContext& kc, const Tensor& q, const Tensor& k, const
     const int n_splits = decode_kernel_splits(kc, pk, DecodeKernel::SPLIT, n_head, n_head_kv);
     const auto [part_acc, part_ml] = split_parts(kc, T * n_head * n_splits, dv);
     const size_t smem = (static_cast<size_t>(d) + kSplitWarps * dv + 2 * kSplitWarps) * sizeof(float);
-    launch(kc, attn_split_kernel<KT, VT>, dim3(n_splits, static_cast<unsigned>(n_head), static_cast<unsigned>(T)),
-           32 * kSplitWarps, smem, td(q), td(k), td(v), pk, scale, group, part_acc, part_ml, kc.sink());
+    attn_split_kernel<KT, VT><<<dim3(n_splits, static_cast<unsigned>(n_head), static_cast<unsigned>(T)),
+                                32 * kSplitWarps, smem, kc.stream>>>(td(q), td(k), td(v), pk, scale, group, part_acc,
+                                                                     part_ml, kc.sink());
+    kc.check_launch("attn_split_kernel");
     launch_combine(kc, part_acc, part_ml, pk, n_head, T, n_splits, dv, out);
     return;
   }
@@ -1433,8 +1433,9 @@ void launch_attention(KernelContext& kc, const Tensor& q, const Tensor& k, const
       raised = true;
     }
   }
-  launch(kc, attn_tile_kernel<KT, VT>, dim3(static_cast<unsigned>(ceil_div(T, kTileQ)), static_cast<unsigned>(n_head)),
-         32 * kTileWarps, smem, td(q), td(k), td(v), pk, scale, group, out, kc.sink());
+  attn_tile_kernel<KT, VT><<<dim3(static_cast<unsigned>(ceil_div(T, kTileQ)), static_cast<unsigned>(n_head)),
+                             32 * kTileWarps, smem, kc.stream>>>(td(q), td(k), td(v), pk, scale, group, out, kc.sink());
+  kc.check_launch("attn_tile_kernel");
 }
 
 template <DType KT>
@@ -1460,18 +1461,15 @@ void k_kv_store(KernelContext& kc, Tensor& dst) {
   const unsigned g = static_cast<unsigned>(rows);
   const auto* c = static_cast<const int32_t*>(cells.data);
   switch (cache.type) {
-    case DType::F32:
-      launch(kc, kv_store_kernel<DType::F32>, g, row_threads(x.ne[0]), 0, td(x), td(cache), c, kc.sink());
-      break;
-    case DType::F16:
-      launch(kc, kv_store_kernel<DType::F16>, g, row_threads(x.ne[0]), 0, td(x), td(cache), c, kc.sink());
-      break;
+    case DType::F32: kv_store_kernel<DType::F32><<<g, row_threads(x.ne[0]), 0, kc.stream>>>(td(x), td(cache), c, kc.sink()); break;
+    case DType::F16: kv_store_kernel<DType::F16><<<g, row_threads(x.ne[0]), 0, kc.stream>>>(td(x), td(cache), c, kc.sink()); break;
     case DType::Q8_0:
       if (x.ne[0] % 32 != 0) throw OpError(kc.where() + ": a q8_0 cache needs head_dim % 32 == 0");
-      launch(kc, kv_store_kernel<DType::Q8_0>, g, 128, 0, td(x), td(cache), c, kc.sink());
+      kv_store_kernel<DType::Q8_0><<<g, 128, 0, kc.stream>>>(td(x), td(cache), c, kc.sink());
       break;
     default: throw OpError(kc.where() + ": cache dtype not supported");
   }
+  kc.check_launch("kv_store_kernel");
 }
 
 size_t w_attention(const KernelContext& kc, const Tensor& dst) {

@@ -229,7 +229,6 @@ __device__ __forceinline__ void fa_compute(const __half* Ks, const __half* Vs, c
 template <int D, DType KT, DType VT, int W>
 __global__ void __launch_bounds__(32 * W, W <= 4 ? 2 : 1)
     attn_fa_kernel(TD q, TD k, TD v, Paged pk, float scale, int group, float* dst, ErrorSink sink) {
-  pdl_entry();
   using S = FaShape<D, KT, VT, W>;
   extern __shared__ __align__(128) unsigned char fa_smem[];
   unsigned char* kop = fa_smem + S::kK;
@@ -353,9 +352,10 @@ void fa_run(KernelContext& kc, const Tensor& q, const Tensor& k, const Tensor& v
   }();
   if (!ok) throw OpError(kc.where() + ": attn_fa_kernel cannot have " + std::to_string(S::kBytes) + " bytes of shared memory");
   const int64_t T = q.ne[2], n_head = q.ne[1];
-  launch(kc, attn_fa_kernel<D, KT, VT, W>,
-         dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(ceil_div(T, S::kRows))), S::kThreads, S::kBytes,
-         td(q), td(k), td(v), pk, scale, group, out, kc.sink());
+  attn_fa_kernel<D, KT, VT, W><<<dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(ceil_div(T, S::kRows))),
+                                 S::kThreads, S::kBytes, kc.stream>>>(td(q), td(k), td(v), pk, scale, group, out,
+                                                                      kc.sink());
+  kc.check_launch("attn_fa_kernel");
 }
 
 template <int D, int W>

@@ -29,7 +29,6 @@ int piece_threads(int64_t ne0) { return row_threads(std::min(ne0, kPiece)); }
 
 template <DType T>
 __global__ void get_rows_kernel(TD table, TD ids, float* dst, int64_t n_embd, int64_t n_ids, ErrorSink sink) {
-  pdl_entry();
   const Piece pc = piece_of(n_embd);
   const int64_t r = pc.row;  // dst row = (i1, i2) over ids [n, b]
   const int64_t i1 = r % n_ids, i2 = r / n_ids;
@@ -48,7 +47,6 @@ __global__ void get_rows_kernel(TD table, TD ids, float* dst, int64_t n_embd, in
 // An I32 table's rows copied as I32 (ops::get_rows: the tensor-parallel id maps). A bad id is
 // reported like above; its row is written 0 (an integer has no NaN).
 __global__ void get_rows_i32_kernel(TD table, TD ids, int32_t* dst, int64_t n_embd, int64_t n_ids, ErrorSink sink) {
-  pdl_entry();
   const Piece pc = piece_of(n_embd);
   const int64_t r = pc.row, i1 = r % n_ids, i2 = r / n_ids;
   const int32_t id = *reinterpret_cast<const int32_t*>(ids.data + i1 * ids.nb[0] + i2 * ids.nb[1]);
@@ -64,8 +62,9 @@ template <DType T>
 void launch_get_rows(KernelContext& kc, const Tensor& table, const Tensor& ids, Tensor& dst) {
   const int64_t rows = ids.ne[0] * ids.ne[1];
   if (rows == 0) return;
-  launch(kc, get_rows_kernel<T>, piece_blocks(rows, table.ne[0]), piece_threads(table.ne[0]), 0, td(table), td(ids),
-         static_cast<float*>(dst.data), table.ne[0], ids.ne[0], kc.sink());
+  get_rows_kernel<T><<<piece_blocks(rows, table.ne[0]), piece_threads(table.ne[0]), 0, kc.stream>>>(
+      td(table), td(ids), static_cast<float*>(dst.data), table.ne[0], ids.ne[0], kc.sink());
+  kc.check_launch("get_rows_kernel");
 }
 
 // ---------------------------------------------------------------- binary / unary
@@ -77,7 +76,6 @@ __device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x));
 
 template <Bin OP>
 __global__ void binary_kernel(TD a, DType at, TD b, DType bt, float* dst, int64_t ne0, TD dshape) {
-  pdl_entry();
   const Piece pc = piece_of(ne0);
   int64_t i1, i2, i3;
   split_row(pc.row, dshape.ne, i1, i2, i3);
@@ -107,13 +105,13 @@ void launch_binary(KernelContext& kc, Tensor& dst) {
   const Tensor& b = *dst.src[1];
   const int64_t rows = dst.nrows();
   if (rows == 0 || dst.ne[0] == 0) return;
-  launch(kc, binary_kernel<OP>, piece_blocks(rows, dst.ne[0]), piece_threads(dst.ne[0]), 0, td(a), a.type, td(b),
-         b.type, static_cast<float*>(dst.data), dst.ne[0], td(dst));
+  binary_kernel<OP><<<piece_blocks(rows, dst.ne[0]), piece_threads(dst.ne[0]), 0, kc.stream>>>(
+      td(a), a.type, td(b), b.type, static_cast<float*>(dst.data), dst.ne[0], td(dst));
+  kc.check_launch("binary_kernel");
 }
 
 template <Un OP>
 __global__ void unary_kernel(TD a, DType at, float* dst, int64_t ne0, TD dshape, float s) {
-  pdl_entry();
   const Piece pc = piece_of(ne0);
   int64_t i1, i2, i3;
   split_row(pc.row, dshape.ne, i1, i2, i3);
@@ -130,14 +128,14 @@ void launch_unary(KernelContext& kc, Tensor& dst, float s) {
   const Tensor& a = *dst.src[0];
   const int64_t rows = dst.nrows();
   if (rows == 0 || dst.ne[0] == 0) return;
-  launch(kc, unary_kernel<OP>, piece_blocks(rows, dst.ne[0]), piece_threads(dst.ne[0]), 0, td(a), a.type,
-         static_cast<float*>(dst.data), dst.ne[0], td(dst), s);
+  unary_kernel<OP><<<piece_blocks(rows, dst.ne[0]), piece_threads(dst.ne[0]), 0, kc.stream>>>(
+      td(a), a.type, static_cast<float*>(dst.data), dst.ne[0], td(dst), s);
+  kc.check_launch("unary_kernel");
 }
 
 // ---------------------------------------------------------------- concat
 
 __global__ void concat_kernel(TD a, DType at, TD b, DType bt, float* dst, TD dshape, int dim) {
-  pdl_entry();
   int64_t idx[4];
   split_row(blockIdx.x, dshape.ne, idx[1], idx[2], idx[3]);
   float* rd = dst + blockIdx.x * dshape.ne[0];
@@ -173,7 +171,6 @@ __device__ __forceinline__ void store_out<__nv_bfloat16>(char* p, float v) {
 // shape; otherwise each element maps by its flat index (a reshaping copy).
 template <typename Out>
 __global__ void cpy_float_kernel(TD a, DType at, TD d, bool same_ne0) {
-  pdl_entry();
   int64_t i1, i2, i3;
   split_row(blockIdx.x, d.ne, i1, i2, i3);
   char* rd = td_row(d, i1, i2, i3);
@@ -197,7 +194,6 @@ __global__ void cpy_float_kernel(TD a, DType at, TD d, bool same_ne0) {
 
 // Raw copy of whole rows of the same dtype (block types included).
 __global__ void cpy_raw_rows_kernel(TD a, TD d, int64_t row_bytes) {
-  pdl_entry();
   int64_t i1, i2, i3, s1, s2, s3;
   split_row(blockIdx.x, d.ne, i1, i2, i3);
   split_row(blockIdx.x, a.ne, s1, s2, s3);
@@ -210,7 +206,6 @@ __global__ void cpy_raw_rows_kernel(TD a, TD d, int64_t row_bytes) {
 // encoders (absmax, roundf).
 template <bool Q81>
 __global__ void cpy_q8_kernel(TD a, DType at, TD d, int64_t n_blocks_row) {
-  pdl_entry();
   const int lane = threadIdx.x & 31;
   const int64_t blk = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int64_t rows = d.ne[1] * d.ne[2] * d.ne[3];
@@ -259,7 +254,6 @@ __device__ __forceinline__ bool am_better(float v1, int i1, float v2, int i2) {
 }
 
 __global__ void argmax_kernel(TD a, int32_t* dst) {
-  pdl_entry();
   int64_t i1, i2, i3;
   split_row(blockIdx.x, a.ne, i1, i2, i3);
   const char* row = td_row(a, i1, i2, i3);
@@ -316,9 +310,9 @@ void k_get_rows(KernelContext& kc, Tensor& dst) {
   if (table.type == DType::I32) {
     const int64_t rows = ids.ne[0] * ids.ne[1];
     if (rows == 0) return;
-    launch(kc, get_rows_i32_kernel, piece_blocks(rows, table.ne[0]), piece_threads(table.ne[0]), 0, td(table), td(ids),
-           static_cast<int32_t*>(dst.data), table.ne[0], ids.ne[0], kc.sink());
-    return;
+    get_rows_i32_kernel<<<piece_blocks(rows, table.ne[0]), piece_threads(table.ne[0]), 0, kc.stream>>>(
+        td(table), td(ids), static_cast<int32_t*>(dst.data), table.ne[0], ids.ne[0], kc.sink());
+    return kc.check_launch("get_rows_i32_kernel");
   }
   switch (table.type) {
 #define MINFER_CASE(T) \
@@ -342,8 +336,9 @@ void k_concat(KernelContext& kc, Tensor& dst) {
   const Tensor& b = *dst.src[1];
   const int64_t rows = dst.nrows();
   if (rows == 0 || dst.ne[0] == 0) return;
-  launch(kc, concat_kernel, static_cast<unsigned>(rows), row_threads(dst.ne[0]), 0, td(a), a.type, td(b), b.type,
-         static_cast<float*>(dst.data), td(dst), dst.param<int32_t>(0));
+  concat_kernel<<<static_cast<unsigned>(rows), row_threads(dst.ne[0]), 0, kc.stream>>>(
+      td(a), a.type, td(b), b.type, static_cast<float*>(dst.data), td(dst), dst.param<int32_t>(0));
+  kc.check_launch("concat_kernel");
 }
 
 bool s_cpy(const Tensor& dst) {
@@ -367,30 +362,34 @@ void k_cpy(KernelContext& kc, Tensor& dst) {
   const unsigned grid = static_cast<unsigned>(rows);
   if (a.type == dst.type && a.rows_contiguous() && a.ne[0] == dst.ne[0]) {
     const int64_t rb = static_cast<int64_t>(a.row_size());
-    launch(kc, cpy_raw_rows_kernel, grid, row_threads(rb), 0, td(a), td(dst), rb);
-    return;
+    cpy_raw_rows_kernel<<<grid, row_threads(rb), 0, kc.stream>>>(td(a), td(dst), rb);
+    return kc.check_launch("cpy_raw_rows_kernel");
   }
   const bool same = a.ne[0] == dst.ne[0];
   const int nt = row_threads(dst.ne[0]);
   switch (dst.type) {
-    case DType::F32: launch(kc, cpy_float_kernel<float>, grid, nt, 0, td(a), a.type, td(dst), same); break;
-    case DType::F16: launch(kc, cpy_float_kernel<__half>, grid, nt, 0, td(a), a.type, td(dst), same); break;
-    case DType::BF16: launch(kc, cpy_float_kernel<__nv_bfloat16>, grid, nt, 0, td(a), a.type, td(dst), same); break;
+    case DType::F32: cpy_float_kernel<float><<<grid, nt, 0, kc.stream>>>(td(a), a.type, td(dst), same); break;
+    case DType::F16: cpy_float_kernel<__half><<<grid, nt, 0, kc.stream>>>(td(a), a.type, td(dst), same); break;
+    case DType::BF16:
+      cpy_float_kernel<__nv_bfloat16><<<grid, nt, 0, kc.stream>>>(td(a), a.type, td(dst), same);
+      break;
     case DType::Q8_0:
     case DType::Q8_1: {
       const int64_t nbr = dst.ne[0] / 32, total = rows * nbr;
       const unsigned g = static_cast<unsigned>(ceil_div(total, 8));
-      if (dst.type == DType::Q8_0) launch(kc, cpy_q8_kernel<false>, g, 256, 0, td(a), a.type, td(dst), nbr);
-      else launch(kc, cpy_q8_kernel<true>, g, 256, 0, td(a), a.type, td(dst), nbr);
+      if (dst.type == DType::Q8_0)
+        cpy_q8_kernel<false><<<g, 256, 0, kc.stream>>>(td(a), a.type, td(dst), nbr);
+      else
+        cpy_q8_kernel<true><<<g, 256, 0, kc.stream>>>(td(a), a.type, td(dst), nbr);
       break;
     }
     default: throw OpError(kc.where() + ": destination dtype not supported");
   }
+  kc.check_launch("cpy kernel");
 }
 
 namespace {
 __global__ void profile_gate_kernel(int64_t ns) {
-  pdl_entry();
   uint64_t t0, t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
   do {
@@ -400,17 +399,15 @@ __global__ void profile_gate_kernel(int64_t ns) {
 }
 }  // namespace
 
-void profile_gate(cudaStream_t stream, int64_t ns) {
-  launch_with(
-      stream, false, [] { return std::string("cuda profile gate"); }, profile_gate_kernel, 1, 1, 0, ns);
-}
+void profile_gate(cudaStream_t stream, int64_t ns) { profile_gate_kernel<<<1, 1, 0, stream>>>(ns); }
 
 void k_argmax(KernelContext& kc, Tensor& dst) {
   const Tensor& a = *dst.src[0];
   const int64_t rows = a.nrows();
   if (rows == 0) return;
-  launch(kc, argmax_kernel, static_cast<unsigned>(rows), row_threads(a.ne[0], 1024), 0, td(a),
-         static_cast<int32_t*>(dst.data));
+  argmax_kernel<<<static_cast<unsigned>(rows), row_threads(a.ne[0], 1024), 0, kc.stream>>>(
+      td(a), static_cast<int32_t*>(dst.data));
+  kc.check_launch("argmax_kernel");
 }
 
 }  // namespace minfer::cuda

@@ -64,7 +64,6 @@ __device__ __forceinline__ void store_cache_row(const float* row, char* out, int
 
 template <DType KC, DType VC>
 __global__ void qkv_epilogue_kernel(QkvArgs a) {
-  pdl_entry();
   extern __shared__ float row[];  // [hd]
   __shared__ float red[32];
   const int hh = blockIdx.x;
@@ -158,12 +157,13 @@ Tensor f32_matrix(float* p, int64_t m, int64_t n) {
   return t;
 }
 
+
 template <DType KC>
-void launch_epilogue_v(const KernelContext& kc, const QkvArgs& a, DType vt, dim3 grid, int threads, size_t smem) {
+void launch_epilogue_v(const QkvArgs& a, DType vt, dim3 grid, int threads, size_t smem, cudaStream_t s) {
   switch (vt) {
-    case DType::F32: launch(kc, qkv_epilogue_kernel<KC, DType::F32>, grid, threads, smem, a); break;
-    case DType::F16: launch(kc, qkv_epilogue_kernel<KC, DType::F16>, grid, threads, smem, a); break;
-    default: launch(kc, qkv_epilogue_kernel<KC, DType::Q8_0>, grid, threads, smem, a); break;
+    case DType::F32: qkv_epilogue_kernel<KC, DType::F32><<<grid, threads, smem, s>>>(a); break;
+    case DType::F16: qkv_epilogue_kernel<KC, DType::F16><<<grid, threads, smem, s>>>(a); break;
+    default: qkv_epilogue_kernel<KC, DType::Q8_0><<<grid, threads, smem, s>>>(a); break;
   }
 }
 
@@ -332,10 +332,11 @@ void k_qkv(KernelContext& kc, Tensor& node) {
   const int threads = row_threads(hd, 256);
   const size_t smem = static_cast<size_t>(hd) * sizeof(float);
   switch (kcache.type) {
-    case DType::F32: launch_epilogue_v<DType::F32>(kc, a, vcache.type, grid, threads, smem); break;
-    case DType::F16: launch_epilogue_v<DType::F16>(kc, a, vcache.type, grid, threads, smem); break;
-    default: launch_epilogue_v<DType::Q8_0>(kc, a, vcache.type, grid, threads, smem); break;
+    case DType::F32: launch_epilogue_v<DType::F32>(a, vcache.type, grid, threads, smem, kc.stream); break;
+    case DType::F16: launch_epilogue_v<DType::F16>(a, vcache.type, grid, threads, smem, kc.stream); break;
+    default: launch_epilogue_v<DType::Q8_0>(a, vcache.type, grid, threads, smem, kc.stream); break;
   }
+  kc.check_launch("qkv_epilogue_kernel");
 }
 
 namespace {

@@ -70,7 +70,6 @@ template <typename W, int NC, bool VEC>
 __global__ void __launch_bounds__(128) matvec_f_kernel(const char* w, int64_t w_nb1, int64_t w_nb2, int64_t w_nb3,
                                                         int64_t M, int64_t K, const float* x, int64_t r2, int64_t r3,
                                                         int64_t B2, float* dst, const float* residual) {
-  pdl_entry();
   const int lane = threadIdx.x & 31;
   const int64_t m = static_cast<int64_t>(blockIdx.x) * 4 + (threadIdx.x >> 5);
   if (m >= M) return;
@@ -118,15 +117,16 @@ void launch_matvec_f(KernelContext& kc, const Tensor& a, const float* x, int64_t
   const auto nb1 = static_cast<int64_t>(a.nb[1]), nb2 = static_cast<int64_t>(a.nb[2]),
              nb3 = static_cast<int64_t>(a.nb[3]);
   switch (N) {
-#define MINFER_NC(n)                                                                                            \
-  case n:                                                                                                       \
-    launch(kc, matvec_f_kernel<W, n, VEC>, grid, 128, 0, w, nb1, nb2, nb3, M, K, x, r2, r3, B2, dst, residual); \
+#define MINFER_NC(n)                                                                                               \
+  case n:                                                                                                          \
+    matvec_f_kernel<W, n, VEC><<<grid, 128, 0, kc.stream>>>(w, nb1, nb2, nb3, M, K, x, r2, r3, B2, dst, residual); \
     break;
     MINFER_NC(1) MINFER_NC(2) MINFER_NC(3) MINFER_NC(4) MINFER_NC(5) MINFER_NC(6) MINFER_NC(7) MINFER_NC(8)
     MINFER_NC(9) MINFER_NC(10) MINFER_NC(11) MINFER_NC(12) MINFER_NC(13) MINFER_NC(14) MINFER_NC(15) MINFER_NC(16)
 #undef MINFER_NC
     default: throw std::logic_error(kc.where() + ": matvec with N > kMatvecMaxRows");
   }
+  kc.check_launch("matvec_f_kernel");
 }
 
 // ---------------------------------------------------------------- activation conversion
@@ -137,7 +137,6 @@ enum class ActMode { F32, F16, F16_HILO, BF16_HILO };
 // (each rows*K elements): hi = round(x), lo = round(x - hi).
 template <ActMode MODE>
 __global__ void convert_act_kernel(TD b, DType bt, void* out, int64_t plane) {
-  pdl_entry();
   int64_t i1, i2, i3;
   split_row(blockIdx.x, b.ne, i1, i2, i3);
   const char* rb = td_row(b, i1, i2, i3);
@@ -164,14 +163,15 @@ template <ActMode MODE>
 void convert_act(KernelContext& kc, const Tensor& b, void* out, int64_t plane) {
   const int64_t rows = b.nrows();
   if (rows == 0) return;
-  launch(kc, convert_act_kernel<MODE>, static_cast<unsigned>(rows), row_threads(b.ne[0]), 0, td(b), b.type, out, plane);
+  convert_act_kernel<MODE><<<static_cast<unsigned>(rows), row_threads(b.ne[0]), 0, kc.stream>>>(td(b), b.type, out,
+                                                                                               plane);
+  kc.check_launch("convert_act_kernel");
 }
 
 // ---------------------------------------------------------------- dequantize to f16
 
 template <DType T>
 __global__ void dequant_f16_kernel(const char* w, int64_t nb1, int64_t K, __half* out) {
-  pdl_entry();
   constexpr int BS = T == DType::Q2_K || T == DType::Q3_K || T == DType::Q4_K || T == DType::Q5_K ||
                              T == DType::Q6_K
                          ? 256
@@ -208,12 +208,13 @@ void dequant_f16(KernelContext& kc, DType t, const char* w, int64_t nb1, int64_t
   const int nt = row_threads(K / 8, 256);
   switch (t) {
 #define MINFER_T(T) \
-  case DType::T: launch(kc, dequant_f16_kernel<DType::T>, g, nt, 0, w, nb1, K, out); break;
+  case DType::T: dequant_f16_kernel<DType::T><<<g, nt, 0, kc.stream>>>(w, nb1, K, out); break;
     MINFER_T(Q4_0) MINFER_T(Q4_1) MINFER_T(Q5_0) MINFER_T(Q5_1) MINFER_T(Q8_0) MINFER_T(Q8_1)
     MINFER_T(Q2_K) MINFER_T(Q3_K) MINFER_T(Q4_K) MINFER_T(Q5_K) MINFER_T(Q6_K)
 #undef MINFER_T
     default: throw OpError(kc.where() + ": cannot dequantize " + std::string(dtype_name(t)));
   }
+  kc.check_launch("dequant_f16_kernel");
 }
 
 // Rows of the weight dequantized per GEMM: all of them when they fit the chunk, else a multiple

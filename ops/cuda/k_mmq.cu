@@ -257,7 +257,6 @@ __global__ void __launch_bounds__(32 * kWarps) mmq_kernel(const uint8_t* w, int6
                                                            const float2* ds, int64_t r2, int64_t r3, int64_t B2, int N,
                                                            float* dst, const float* residual, float* part,
                                                            MmqGroups grp) {
-  pdl_entry();
   using C = Chunk<T>;
   using S = Smem<T, NT>;
   extern __shared__ __align__(16) uint8_t smem[];
@@ -418,7 +417,6 @@ __global__ void __launch_bounds__(32 * kWarps) mmq_kernel(const uint8_t* w, int6
 
 // The K splits' partial sums added in split order (+ residual).
 __global__ void mmq_reduce_kernel(const float* part, int n_split, int64_t n, float* dst, const float* residual) {
-  pdl_entry();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   float v = part[i];
@@ -459,8 +457,9 @@ void launch_nt(KernelContext& kc, const Tensor& a, const int8_t* qs, const float
   const auto* w = static_cast<const uint8_t*>(a.data);
   const auto nb1 = static_cast<int64_t>(a.nb[1]), nb2 = static_cast<int64_t>(a.nb[2]), nb3 = static_cast<int64_t>(a.nb[3]);
   opt_in<T, NT, false>(kc);
-  launch(kc, mmq_kernel<T, NT, false>, grid, 32 * kWarps, Smem<T, NT>::kBytes, w, nb1, nb2, nb3, M, U, qs, ds, r2, r3,
-         B2, static_cast<int>(N), dst, residual, part, MmqGroups{});
+  mmq_kernel<T, NT, false><<<grid, 32 * kWarps, Smem<T, NT>::kBytes, kc.stream>>>(
+      w, nb1, nb2, nb3, M, U, qs, ds, r2, r3, B2, static_cast<int>(N), dst, residual, part, MmqGroups{});
+  kc.check_launch("mmq_kernel");
   if (ks > 1) mmq_reduce(kc, part, ks, B2 * B3 * N * M, dst, residual);
 }
 
@@ -490,9 +489,10 @@ void launch_grouped_t(KernelContext& kc, const Tensor& as, const MmqGroups& grp,
   const int U = static_cast<int>(as.ne[0] / 32);
   const dim3 grid(static_cast<unsigned>(ceil_div(M, kBlockRows)), static_cast<unsigned>(grp.max_tiles), 1);
   opt_in<T, NT, true>(kc);
-  launch(kc, mmq_kernel<T, NT, true>, grid, 32 * kWarps, Smem<T, NT>::kBytes, static_cast<const uint8_t*>(as.data),
-         static_cast<int64_t>(as.nb[1]), static_cast<int64_t>(as.nb[2]), 0, M, U, qs, ds, 1, 1, 1, 0, dst, nullptr,
-         nullptr, grp);
+  mmq_kernel<T, NT, true><<<grid, 32 * kWarps, Smem<T, NT>::kBytes, kc.stream>>>(
+      static_cast<const uint8_t*>(as.data), static_cast<int64_t>(as.nb[1]), static_cast<int64_t>(as.nb[2]), 0, M, U,
+      qs, ds, 1, 1, 1, 0, dst, nullptr, nullptr, grp);
+  kc.check_launch("mmq_kernel (grouped)");
 }
 
 // Whether mmq() runs a weight on the f16 kernel (k_mmq_f16.cu) rather than mmq_kernel: Q4_K /
@@ -516,7 +516,8 @@ bool mmq_use_f16(const Tensor& a) { return mmq_use_f16_shape(a) && mmq_f16_suppo
 }  // namespace
 
 void mmq_reduce(KernelContext& kc, const float* part, int n_split, int64_t n, float* dst, const float* residual) {
-  launch(kc, mmq_reduce_kernel, static_cast<unsigned>(ceil_div(n, 256)), 256, 0, part, n_split, n, dst, residual);
+  mmq_reduce_kernel<<<static_cast<unsigned>(ceil_div(n, 256)), 256, 0, kc.stream>>>(part, n_split, n, dst, residual);
+  kc.check_launch("mmq_reduce_kernel");
 }
 
 void mmq_grouped(KernelContext& kc, const Tensor& as, const MmqGroups& grp, const int8_t* qs, const float2* ds,

@@ -54,9 +54,8 @@
 #include <cuda_fp16.h>
 
 #include "ops/cuda/cp_async.cuh"
-#include "ops/cuda/kernels.cuh"
-#include "ops/cuda/launch.cuh"
 #include "ops/cuda/mma.cuh"
+#include "ops/cuda/kernels.cuh"
 
 namespace minfer::cuda {
 namespace {
@@ -160,7 +159,6 @@ __global__ void __launch_bounds__(32 * kWarps) mmf16_kernel(const uint8_t* __res
                                                             const float2* __restrict__ ds_all, int64_t r2, int64_t r3,
                                                             int64_t B2, int N, float* dst_all, const float* residual,
                                                             float* part) {
-  pdl_entry();
   using C = Cfg<F, NT>;
   using FI = Fmt<F>;
   constexpr int NC = C::NC, ROWS = C::ROWS, THREADS = C::THREADS, S = C::S;
@@ -536,9 +534,11 @@ void launch_nt(KernelContext& kc, const Tensor& a, const int8_t* qs, const float
                   static_cast<unsigned>(ks));
   const int64_t r2 = B2 / a.ne[2], r3 = B3 / a.ne[3];
   opt_in<F, NT>(kc);
-  launch(kc, mmf16_kernel<F, NT>, grid, C::THREADS, C::SMEM, static_cast<const uint8_t*>(a.data),
-         static_cast<int64_t>(a.nb[1]), static_cast<int64_t>(a.nb[2]), static_cast<int64_t>(a.nb[3]),
-         static_cast<int>(M), U, qs, ds, r2, r3, B2, static_cast<int>(N), dst, residual, part);
+  mmf16_kernel<F, NT><<<grid, C::THREADS, C::SMEM, kc.stream>>>(
+      static_cast<const uint8_t*>(a.data), static_cast<int64_t>(a.nb[1]), static_cast<int64_t>(a.nb[2]),
+      static_cast<int64_t>(a.nb[3]), static_cast<int>(M), U, qs, ds, r2, r3, B2, static_cast<int>(N), dst, residual,
+      part);
+  kc.check_launch("mmf16_kernel");
   if (ks > 1) mmq_reduce(kc, part, ks, B2 * B3 * N * M, dst, residual);
 }
 

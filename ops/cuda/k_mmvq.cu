@@ -365,7 +365,6 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock) mmvq_kernel(const uint8_t
                                                                    int64_t w_nb3, int64_t M, int U, const int8_t* qs,
                                                                    const float2* ds, int64_t r2, int64_t r3, int64_t B2,
                                                                    float* dst, const float* residual) {
-  pdl_entry();
   constexpr int RPW = rows_per_warp(T, NC);
   const int lane = threadIdx.x & 31;
   const int64_t m0 = (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5)) * RPW;
@@ -390,7 +389,6 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock) mmvq_kernel(const uint8_t
 
 // One warp per 32-element block: q = round(x / d), d = absmax / 127, s = d * sum(q).
 __global__ void quantize_q8_1_kernel(TD b, DType bt, int64_t n_blocks, int8_t* qs, float2* ds) {
-  pdl_entry();
   const int lane = threadIdx.x & 31;
   const int64_t blk = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int64_t U = b.ne[0] / 32;
@@ -412,7 +410,6 @@ __global__ void quantize_q8_1_kernel(TD b, DType bt, int64_t n_blocks, int8_t* q
 // SwiGLU straight into q8_1 planes: h = silu(g) * u per element, then the block quantization of
 // quantize_q8_1_kernel. g and u: f32 [n, N] with row strides (the halves of one matmul output).
 __global__ void swiglu_q8_1_kernel(TD g, TD u, int64_t n_blocks, int8_t* qs, float2* ds) {
-  pdl_entry();
   const int lane = threadIdx.x & 31;
   const int64_t blk = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int64_t U = g.ne[0] / 32;
@@ -432,7 +429,6 @@ __global__ void swiglu_q8_1_kernel(TD g, TD u, int64_t n_blocks, int8_t* qs, flo
 }
 
 __global__ void swiglu_f32_kernel(TD g, TD u, float* h) {
-  pdl_entry();
   const int64_t r = blockIdx.x, n = g.ne[0];
   const float* gr = reinterpret_cast<const float*>(g.data + r * g.nb[1]);
   const float* ur = reinterpret_cast<const float*>(u.data + r * u.nb[1]);
@@ -449,7 +445,6 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock) mmvq_id_kernel(const uint
                                                                       const int8_t* qs, const float2* ds, TD ids,
                                                                       int64_t n_act, int64_t slot0, float* dst,
                                                                       ErrorSink sink) {
-  pdl_entry();
   const int lane = threadIdx.x & 31;
   const int64_t m = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   if (m >= M) return;
@@ -476,9 +471,10 @@ void launch_mmvq_id_t(KernelContext& kc, const Tensor& as, const Tensor& ids, co
   constexpr int64_t kMaxGridY = 65535;
   for (int64_t s0 = 0; s0 < slots; s0 += kMaxGridY) {
     const dim3 grid(static_cast<unsigned>(ceil_div(M, kWarpsPerBlock)), static_cast<unsigned>(std::min(kMaxGridY, slots - s0)));
-    launch(kc, mmvq_id_kernel<T>, grid, 32 * kWarpsPerBlock, 0, static_cast<const uint8_t*>(as.data),
-           static_cast<int64_t>(as.nb[1]), static_cast<int64_t>(as.nb[2]), as.ne[2], M, U, qs, ds, td(ids), n_act, s0,
-           dst, kc.sink());
+    mmvq_id_kernel<T><<<grid, 32 * kWarpsPerBlock, 0, kc.stream>>>(
+        static_cast<const uint8_t*>(as.data), static_cast<int64_t>(as.nb[1]), static_cast<int64_t>(as.nb[2]), as.ne[2],
+        M, U, qs, ds, td(ids), n_act, s0, dst, kc.sink());
+    kc.check_launch("mmvq_id_kernel");
   }
 }
 
@@ -488,9 +484,9 @@ void launch_mmvq_nc(KernelContext& kc, const Tensor& a, const int8_t* qs, const 
   const int64_t M = a.ne[1];
   const int U = static_cast<int>(a.ne[0] / 32);
   const dim3 grid(static_cast<unsigned>(ceil_div(M, kWarpsPerBlock * rows_per_warp(T, NC))), static_cast<unsigned>(B2 * B3));
-  launch(kc, mmvq_kernel<T, NC>, grid, 32 * kWarpsPerBlock, 0, static_cast<const uint8_t*>(a.data),
-         static_cast<int64_t>(a.nb[1]), static_cast<int64_t>(a.nb[2]), static_cast<int64_t>(a.nb[3]), M, U, qs, ds,
-         B2 / a.ne[2], B3 / a.ne[3], B2, dst, residual);
+  mmvq_kernel<T, NC><<<grid, 32 * kWarpsPerBlock, 0, kc.stream>>>(
+      static_cast<const uint8_t*>(a.data), static_cast<int64_t>(a.nb[1]), static_cast<int64_t>(a.nb[2]),
+      static_cast<int64_t>(a.nb[3]), M, U, qs, ds, B2 / a.ne[2], B3 / a.ne[3], B2, dst, residual);
 }
 
 template <DType T>
@@ -504,6 +500,7 @@ void launch_mmvq_t(KernelContext& kc, const Tensor& a, const int8_t* qs, const f
 #undef MINFER_NC
     default: throw std::logic_error(kc.where() + ": mmvq with N > kMatvecMaxRows");
   }
+  kc.check_launch("mmvq_kernel");
 }
 
 }  // namespace
@@ -520,18 +517,21 @@ bool mmvq_supported(DType type) {
 void quantize_q8_1(KernelContext& kc, const TD& b, DType btype, int8_t* qs, float2* ds) {
   const int64_t n_blocks = b.ne[0] / 32 * b.ne[1] * b.ne[2] * b.ne[3];
   if (n_blocks == 0) return;
-  launch(kc, quantize_q8_1_kernel, static_cast<unsigned>(ceil_div(n_blocks, 8)), 256, 0, b, btype, n_blocks, qs, ds);
+  quantize_q8_1_kernel<<<static_cast<unsigned>(ceil_div(n_blocks, 8)), 256, 0, kc.stream>>>(b, btype, n_blocks, qs, ds);
+  kc.check_launch("quantize_q8_1_kernel");
 }
 
 void swiglu_q8_1(KernelContext& kc, const TD& g, const TD& u, int8_t* qs, float2* ds) {
   const int64_t n_blocks = g.ne[0] / 32 * g.ne[1];
   if (n_blocks == 0) return;
-  launch(kc, swiglu_q8_1_kernel, static_cast<unsigned>(ceil_div(n_blocks, 8)), 256, 0, g, u, n_blocks, qs, ds);
+  swiglu_q8_1_kernel<<<static_cast<unsigned>(ceil_div(n_blocks, 8)), 256, 0, kc.stream>>>(g, u, n_blocks, qs, ds);
+  kc.check_launch("swiglu_q8_1_kernel");
 }
 
 void swiglu_f32(KernelContext& kc, const TD& g, const TD& u, float* h) {
   if (g.ne[1] == 0) return;
-  launch(kc, swiglu_f32_kernel, static_cast<unsigned>(g.ne[1]), row_threads(g.ne[0]), 0, g, u, h);
+  swiglu_f32_kernel<<<static_cast<unsigned>(g.ne[1]), row_threads(g.ne[0]), 0, kc.stream>>>(g, u, h);
+  kc.check_launch("swiglu_f32_kernel");
 }
 
 void mmvq_id(KernelContext& kc, const Tensor& as, const Tensor& ids, const int8_t* qs, const float2* ds, int64_t n_act,

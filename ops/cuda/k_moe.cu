@@ -43,7 +43,6 @@ __device__ __forceinline__ unsigned long long rank_key(float v, int i) {
 // the kernel a chain of dependent loads (~10 us for 128 experts, k = 8).
 template <int R>
 __global__ void top_k_kernel(TD x, int64_t k, int32_t* dst) {
-  pdl_entry();
   const int lane = threadIdx.x;
   int64_t i1, i2, i3;
   split_row(blockIdx.x, x.ne, i1, i2, i3);
@@ -84,7 +83,6 @@ constexpr int kFloatRowsPerBlock = 4;  // one warp per weight row
 
 // Weights widened exactly and multiplied by the f32 activations in f32, as the CPU does.
 __global__ void mm_id_float_kernel(TD as, DType at, TD ids, TD b, DType bt, int64_t slot0, float* dst, ErrorSink sink) {
-  pdl_entry();
   const int lane = threadIdx.x & 31;
   const int64_t M = as.ne[1], K = as.ne[0];
   const int64_t m = static_cast<int64_t>(blockIdx.x) * kFloatRowsPerBlock + (threadIdx.x >> 5);
@@ -136,7 +134,6 @@ bool grouped(const Tensor& dst) {
 __global__ void __launch_bounds__(kPlanThreads) moe_plan_kernel(TD ids, int64_t n_expert, int64_t M, int32_t* n_tiles,
                                                                 int4* tiles, int32_t* order, float* dst,
                                                                 ErrorSink sink) {
-  pdl_entry();
   extern __shared__ int counters[];  // [n_expert] pairs per expert, then [n_expert] next free place
   int* next = counters + n_expert;
   const int64_t k = ids.ne[0], pairs = k * ids.ne[1];
@@ -179,7 +176,6 @@ constexpr int kMoeSumThreads = 256;
 // taken in slot order, as the basic ops compute it (MUL, then the ADD chain over the slots, then
 // the residual ADD): the explicit _rn forms keep the compiler from contracting them into FMAs.
 __global__ void __launch_bounds__(kMoeSumThreads) moe_sum_kernel(TD y, TD w, TD r, bool has_r, int64_t n, float* dst) {
-  pdl_entry();
   const int64_t e = static_cast<int64_t>(blockIdx.x) * kMoeSumThreads + threadIdx.x, t = blockIdx.y;
   if (e >= n) return;
   const int64_t k = y.ne[1];
@@ -214,8 +210,9 @@ void k_moe_sum(KernelContext& kc, Tensor& dst) {
   if (n == 0 || T == 0) return;
   const Tensor* r = dst.src[2];
   const dim3 grid(static_cast<unsigned>(ceil_div(n, kMoeSumThreads)), static_cast<unsigned>(T));
-  launch(kc, moe_sum_kernel, grid, kMoeSumThreads, 0, td(y), td(w), r ? td(*r) : td(y), r != nullptr, n,
-         static_cast<float*>(dst.data));
+  moe_sum_kernel<<<grid, kMoeSumThreads, 0, kc.stream>>>(td(y), td(w), r ? td(*r) : td(y), r != nullptr, n,
+                                                         static_cast<float*>(dst.data));
+  kc.check_launch("moe_sum_kernel");
 }
 
 void k_top_k(KernelContext& kc, Tensor& dst) {
@@ -224,9 +221,10 @@ void k_top_k(KernelContext& kc, Tensor& dst) {
   if (rows == 0) return;
   const auto grid = static_cast<unsigned>(rows);
   auto* out = static_cast<int32_t*>(dst.data);
-  if (x.ne[0] <= 64) launch(kc, top_k_kernel<2>, grid, 32, 0, td(x), dst.ne[0], out);
-  else if (x.ne[0] <= 256) launch(kc, top_k_kernel<8>, grid, 32, 0, td(x), dst.ne[0], out);
-  else launch(kc, top_k_kernel<0>, grid, 32, 0, td(x), dst.ne[0], out);
+  if (x.ne[0] <= 64) top_k_kernel<2><<<grid, 32, 0, kc.stream>>>(td(x), dst.ne[0], out);
+  else if (x.ne[0] <= 256) top_k_kernel<8><<<grid, 32, 0, kc.stream>>>(td(x), dst.ne[0], out);
+  else top_k_kernel<0><<<grid, 32, 0, kc.stream>>>(td(x), dst.ne[0], out);
+  kc.check_launch("top_k_kernel");
 }
 
 bool s_mul_mat_id(const Tensor& dst) {
@@ -256,8 +254,9 @@ void k_mul_mat_id(KernelContext& kc, Tensor& dst) {
     for (int64_t s0 = 0; s0 < slots; s0 += kMaxGridY) {
       const dim3 grid(static_cast<unsigned>(ceil_div(M, kFloatRowsPerBlock)),
                       static_cast<unsigned>(std::min(kMaxGridY, slots - s0)));
-      launch(kc, mm_id_float_kernel, grid, 32 * kFloatRowsPerBlock, 0, td(as), as.type, td(ids), td(b), b.type, s0, out,
-             kc.sink());
+      mm_id_float_kernel<<<grid, 32 * kFloatRowsPerBlock, 0, kc.stream>>>(td(as), as.type, td(ids), td(b), b.type, s0,
+                                                                          out, kc.sink());
+      kc.check_launch("mm_id_float_kernel");
     }
     return;
   }
@@ -283,7 +282,8 @@ void k_mul_mat_id(KernelContext& kc, Tensor& dst) {
   grp.k = static_cast<int>(ids.ne[0]);
   grp.n_act = b.ne[1];
   const size_t smem = 2 * sizeof(int) * static_cast<size_t>(as.ne[2]);
-  launch(kc, moe_plan_kernel, 1, kPlanThreads, smem, td(ids), as.ne[2], M, n_tiles, tiles, order, out, kc.sink());
+  moe_plan_kernel<<<1, kPlanThreads, smem, kc.stream>>>(td(ids), as.ne[2], M, n_tiles, tiles, order, out, kc.sink());
+  kc.check_launch("moe_plan_kernel");
   mmq_grouped(kc, as, grp, qs, ds, out);
 }
 

@@ -11,7 +11,6 @@ namespace minfer::cuda {
 namespace {
 
 __global__ void rms_norm_kernel(TD x, DType xt, TD w, DType wt, bool has_w, float eps, float* dst) {
-  pdl_entry();
   __shared__ float red[32];
   int64_t i1, i2, i3;
   split_row(blockIdx.x, x.ne, i1, i2, i3);
@@ -33,7 +32,6 @@ __global__ void rms_norm_kernel(TD x, DType xt, TD w, DType wt, bool has_w, floa
 }
 
 __global__ void soft_max_kernel(TD x, const int32_t* pos, float scale, float* dst, ErrorSink sink) {
-  pdl_entry();
   __shared__ float red[32];
   int64_t i1, i2, i3;
   split_row(blockIdx.x, x.ne, i1, i2, i3);
@@ -78,7 +76,6 @@ struct RopeArgs {
 };
 
 __global__ void rope_kernel(TD x, const int32_t* pos, float* dst, RopeArgs r) {
-  pdl_entry();
   int64_t i1, i2, i3;
   split_row(blockIdx.x, x.ne, i1, i2, i3);
   const float* rx = reinterpret_cast<const float*>(td_row(x, i1, i2, i3));
@@ -109,7 +106,6 @@ __global__ void rope_kernel(TD x, const int32_t* pos, float* dst, RopeArgs r) {
 // decode step's norms are latency-bound: reloading per unit cost ~11 us a row on the H200).
 template <int V>
 __global__ void rms_norm_q8_1_kernel(TD x, DType xt, TD w, DType wt, bool has_w, float eps, int8_t* qs, float2* ds) {
-  pdl_entry();
   __shared__ float red[32];
   int64_t i1, i2, i3;
   split_row(blockIdx.x, x.ne, i1, i2, i3);
@@ -170,17 +166,18 @@ void k_rms_norm_q8_1(KernelContext& kc, Tensor& node) {
   const int64_t n = x.ne[0];
   const int threads = row_threads(n, n > 512 * 32 ? 1024 : 512);
   const int64_t per_thread = ceil_div(n, threads);
-  const auto run = [&](auto kernel) {
-    launch(kc, kernel, static_cast<unsigned>(rows), threads, 0, td(x), x.type, wd, w ? w->type : DType::F32,
-           w != nullptr, node.param<float>(0), planes.qs, planes.ds);
+  const auto launch = [&](auto kernel) {
+    kernel<<<static_cast<unsigned>(rows), threads, 0, kc.stream>>>(td(x), x.type, wd, w ? w->type : DType::F32,
+                                                                   w != nullptr, node.param<float>(0), planes.qs, planes.ds);
   };
-  if (per_thread <= 1) run(rms_norm_q8_1_kernel<1>);
-  else if (per_thread <= 2) run(rms_norm_q8_1_kernel<2>);
-  else if (per_thread <= 4) run(rms_norm_q8_1_kernel<4>);
-  else if (per_thread <= 8) run(rms_norm_q8_1_kernel<8>);
-  else if (per_thread <= 16) run(rms_norm_q8_1_kernel<16>);
-  else if (per_thread <= 32) run(rms_norm_q8_1_kernel<32>);
+  if (per_thread <= 1) launch(rms_norm_q8_1_kernel<1>);
+  else if (per_thread <= 2) launch(rms_norm_q8_1_kernel<2>);
+  else if (per_thread <= 4) launch(rms_norm_q8_1_kernel<4>);
+  else if (per_thread <= 8) launch(rms_norm_q8_1_kernel<8>);
+  else if (per_thread <= 16) launch(rms_norm_q8_1_kernel<16>);
+  else if (per_thread <= 32) launch(rms_norm_q8_1_kernel<32>);
   else throw OpError(kc.where() + ": rms_norm_q8_1 rows of " + std::to_string(n) + " elements (at most 32768)");
+  kc.check_launch("rms_norm_q8_1_kernel");
 }
 
 void k_rms_norm(KernelContext& kc, Tensor& dst) {
@@ -190,8 +187,9 @@ void k_rms_norm(KernelContext& kc, Tensor& dst) {
   if (rows == 0) return;
   TD wd{};
   if (w) wd = td(*w);
-  launch(kc, rms_norm_kernel, static_cast<unsigned>(rows), row_threads(x.ne[0], 512), 0, td(x), x.type, wd,
-         w ? w->type : DType::F32, w != nullptr, dst.param<float>(0), static_cast<float*>(dst.data));
+  rms_norm_kernel<<<static_cast<unsigned>(rows), row_threads(x.ne[0], 512), 0, kc.stream>>>(
+      td(x), x.type, wd, w ? w->type : DType::F32, w != nullptr, dst.param<float>(0), static_cast<float*>(dst.data));
+  kc.check_launch("rms_norm_kernel");
 }
 
 void k_soft_max(KernelContext& kc, Tensor& dst) {
@@ -200,9 +198,10 @@ void k_soft_max(KernelContext& kc, Tensor& dst) {
   const int64_t rows = x.nrows();
   if (rows == 0) return;
   if (pos && !pos->is_contiguous()) throw OpError(kc.where() + ": pos must be contiguous");
-  launch(kc, soft_max_kernel, static_cast<unsigned>(rows), row_threads(x.ne[0], 512), 0, td(x),
-         pos ? static_cast<const int32_t*>(pos->data) : nullptr, dst.param<float>(0), static_cast<float*>(dst.data),
-         kc.sink());
+  soft_max_kernel<<<static_cast<unsigned>(rows), row_threads(x.ne[0], 512), 0, kc.stream>>>(
+      td(x), pos ? static_cast<const int32_t*>(pos->data) : nullptr, dst.param<float>(0),
+      static_cast<float*>(dst.data), kc.sink());
+  kc.check_launch("soft_max_kernel");
 }
 
 void k_rope(KernelContext& kc, Tensor& dst) {
@@ -216,8 +215,9 @@ void k_rope(KernelContext& kc, Tensor& dst) {
   if (rows == 0) return;
   RopeArgs r{p.n_rot, p.mode == ops::RopeMode::NEOX, p.freq_base, p.freq_scale, p.ext_factor, p.attn_factor,
              ops::rope_corr_dims(p), ff ? static_cast<const float*>(ff->data) : nullptr};
-  launch(kc, rope_kernel, static_cast<unsigned>(rows), row_threads(x.ne[0] / 2, 128), 0, td(x),
-         static_cast<const int32_t*>(pos.data), static_cast<float*>(dst.data), r);
+  rope_kernel<<<static_cast<unsigned>(rows), row_threads(x.ne[0] / 2, 128), 0, kc.stream>>>(
+      td(x), static_cast<const int32_t*>(pos.data), static_cast<float*>(dst.data), r);
+  kc.check_launch("rope_kernel");
 }
 
 }  // namespace minfer::cuda

@@ -13,7 +13,6 @@ namespace {
 
 // One block per row of x: the row's elements (any strides) into contiguous `out`, row after row.
 __global__ void gather_rows_kernel(TD x, float* out) {
-  pdl_entry();
   int64_t i1, i2, i3;
   split_row(blockIdx.x, x.ne, i1, i2, i3);
   const char* row = td_row(x, i1, i2, i3);
@@ -24,7 +23,6 @@ __global__ void gather_rows_kernel(TD x, float* out) {
 // NCCL's all-gather layout, rank r's rows [rows][n0] at r * rows * n0, into dst's: row j of dst is
 // rank 0's row j, then rank 1's, ... (block j; dst contiguous [n_ranks * n0, rows]).
 __global__ void place_gathered_kernel(const float* all, float* dst, int64_t n0, int64_t rows, int n_ranks) {
-  pdl_entry();
   const int64_t j = blockIdx.x, w = n0 * n_ranks;
   float* o = dst + j * w;
   for (int64_t i = threadIdx.x; i < w; i += blockDim.x) {
@@ -41,7 +39,8 @@ void gather(KernelContext& kc, const Tensor& x, float* out) {
       MINFER_CUDA_CHECK(cudaMemcpyAsync(out, x.data, x.nbytes(), cudaMemcpyDeviceToDevice, kc.stream), kc.where());
     return;
   }
-  launch(kc, gather_rows_kernel, static_cast<unsigned>(x.nrows()), row_threads(x.ne[0]), 0, td(x), out);
+  gather_rows_kernel<<<static_cast<unsigned>(x.nrows()), row_threads(x.ne[0]), 0, kc.stream>>>(td(x), out);
+  kc.check_launch("gather_rows_kernel");
 }
 
 int group_ranks(const KernelContext& kc) { return kc.group ? kc.group->n_ranks() : 1; }
@@ -96,8 +95,9 @@ void k_all_gather(KernelContext& kc, Tensor& dst) {
   }
   kc.group->queue_all_gather(kc.rank, send, n, all, kc.stream);
   if (rows == 1) return;
-  launch(kc, place_gathered_kernel, static_cast<unsigned>(rows), row_threads(x.ne[0] * n_ranks), 0, all, out, x.ne[0],
-         rows, n_ranks);
+  place_gathered_kernel<<<static_cast<unsigned>(rows), row_threads(x.ne[0] * n_ranks), 0, kc.stream>>>(
+      all, out, x.ne[0], rows, n_ranks);
+  kc.check_launch("place_gathered_kernel");
 }
 
 }  // namespace minfer::cuda

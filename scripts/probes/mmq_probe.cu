@@ -13,7 +13,7 @@
 //          its K split and mmq_reduce as k_splits() picks them)
 //   f16    mmq_f16() of k_mmq_f16.cu (a second translation unit), as mmq() runs it for these
 //          weights; its design is described in that file
-// KernelContext::where comes from library_stubs.h and dtype_traits is stubbed below (they live in .cpp
+// KernelContext::where / check_launch come from library_stubs.h and dtype_traits is stubbed below (they live in .cpp
 // files of the library). The f16 kernel's earlier variants (4 stages, 8 warps, twice the K
 // splits) and their figures: docs/perf/2026-12-03-mmq-f16-probe.md.
 #include "ops/cuda/k_mmq.cu"
