@@ -1,14 +1,16 @@
-// Decode-MMQ probe (not part of the library build): times the library's two tensor-core MMQ
-// kernels for 9..64 activation rows — the int8 one (ops/cuda/k_mmq.cu) and the f16 one for big
-// Q4_K / Q6_K weights (ops/cuda/k_mmq_f16.cu) — on the Qwen2.5-7B decode shapes, and checks
-// their outputs against a float64 CPU reference. Build here, run on the GPU machine:
-//   nvcc -O3 -std=c++17 --expt-relaxed-constexpr -gencode=arch=compute_90a,code=sm_90a -I. -o /tmp/mmq_probe scripts/probes/mmq_probe.cu ops/cuda/k_mmq_f16.cu
+// Decode-MMQ probe (not part of the library build): times the library's decode matmuls on the
+// Qwen2.5-7B decode shapes — the dp4a MMVQ for 1..8 activation rows (ops/cuda/k_mmvq.cu), the
+// int8 tensor-core MMQ for 9..64 (ops/cuda/k_mmq.cu) and the f16 one for big Q4_K / Q6_K weights
+// at every N (ops/cuda/k_mmq_f16.cu) — and checks their outputs against a float64 CPU
+// reference. Build here, run on the GPU machine:
+//   nvcc -O3 -std=c++17 --expt-relaxed-constexpr -gencode=arch=compute_90a,code=sm_90a -I. -o /tmp/mmq_probe scripts/probes/mmq_probe.cu ops/cuda/k_mmq_f16.cu ops/cuda/k_mmvq.cu
 //   /tmp/mmq_probe [shape-substring]      e.g. /tmp/mmq_probe q4k_down
 // Prints one markdown row per shape x kernel x N: us per launch (median of graph replays), GB/s of
 // weight bytes, max |err| / max |ref| over sampled outputs; a FAIL line when that exceeds 1e-2.
 //
 // Kernels
 //   read   every weight byte once (16-byte loads, grid-stride): the streaming ceiling
+//   mmvq   mmvq() of k_mmvq.cu (a third translation unit) at N <= kMmvqRows
 //   int8   k_mmq.cu's mmq_kernel (the file is #included verbatim, launched through launch_t with
 //          its K split and mmq_reduce as k_splits() picks them)
 //   f16    mmq_f16() of k_mmq_f16.cu (a second translation unit), as mmq() runs it for these
@@ -72,7 +74,7 @@ struct Shape {
 int main(int argc, char** argv) {
   const char* filter = argc > 1 ? argv[1] : nullptr;
   constexpr int NMAX = 64;
-  const int Ns[] = {9, 16, 32, 64};
+  const int Ns[] = {1, 2, 4, 8, 9, 16, 32, 64};
   const std::vector<Shape> shapes = {
       {"q4k_gate_up_3584x37888", 0, 3584, 37888}, {"q4k_qkv_3584x4608", 0, 3584, 4608},
       {"q4k_wo_3584x3584", 0, 3584, 3584},        {"q4k_down_18944x3584", 0, 18944, 3584},
@@ -237,7 +239,13 @@ int main(int argc, char** argv) {
         if (sh.type == 0) minfer::cuda::launch_t<minfer::DType::Q4_K>(kc, a, dq, dd, N, 1, 1, dy, nullptr, dpart);
         else minfer::cuda::launch_t<minfer::DType::Q6_K>(kc, a, dq, dd, N, 1, 1, dy, nullptr, dpart);
       };
-      bench("int8", N, ks_int8, launch_int8);
+      if (N <= minfer::cuda::kMmvqRows)
+        bench("mmvq", N, 1, [&](const uint8_t* w) {
+          a.data = const_cast<uint8_t*>(w);
+          minfer::cuda::mmvq(kc, a, dq, dd, N, 1, 1, dy, nullptr, dpart);
+        });
+      else
+        bench("int8", N, ks_int8, launch_int8);
       if (f16_ok)
         bench("f16", N, ks_f16, [&](const uint8_t* w) {
           a.data = const_cast<uint8_t*>(w);
