@@ -6,6 +6,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+
+#include <sys/stat.h>
+#include <unistd.h>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -66,16 +69,46 @@ std::vector<uint8_t> scalar(T v) {
 bool valid_alignment(uint32_t a) { return a != 0 && a % 8 == 0 && std::has_single_bit(a); }
 
 // Buffered output that throws Error naming the path on any failure.
+// The file being written: a new file next to the target with a unique name (mkstemp), so that
+// no existing file is ever truncated — not the input being converted when it happens to be named
+// like a fixed temporary ("out.gguf.tmp"), not anyone else's file. Renamed over the target when
+// complete.
 class Output {
  public:
-  explicit Output(const std::filesystem::path& path) : path_(path) {
-    f_ = std::fopen(path.c_str(), "wb");
-    if (!f_) fail("cannot open for writing");
+  explicit Output(const std::filesystem::path& target) {
+    std::string pattern = target.string() + ".XXXXXX";
+    const int fd = ::mkstemp(pattern.data());
+    path_ = pattern;
+    if (fd < 0) {
+      path_ = target.string() + ".XXXXXX";
+      fail("cannot create a temporary file next to it");
+    }
+    created_ = true;
+    // mkstemp makes the file 0600; a finished GGUF gets what the user's umask gives a new file.
+    const mode_t mask = ::umask(0);
+    ::umask(mask);
+    ::fchmod(fd, 0666 & ~mask);
+    f_ = ::fdopen(fd, "wb");
+    if (!f_) {
+      const int err = errno;
+      ::close(fd);
+      discard();
+      fail("cannot open for writing", err);
+    }
     std::setvbuf(f_, nullptr, _IOFBF, 1 << 20);
   }
-  ~Output() {
+  const std::filesystem::path& path() const { return path_; }
+  /// Closes and removes the temporary file unless it was renamed away (keep()).
+  void discard() {
     if (f_) std::fclose(f_);
+    f_ = nullptr;
+    if (!created_) return;
+    std::error_code ec;
+    std::filesystem::remove(path_, ec);
+    created_ = false;
   }
+  void keep() { created_ = false; }
+  ~Output() { discard(); }
   void write(const void* p, size_t n) {
     if (n != 0 && std::fwrite(p, 1, n, f_) != n) fail("write failed");
     pos_ += n;
@@ -115,6 +148,7 @@ class Output {
  private:
   std::filesystem::path path_;
   std::FILE* f_ = nullptr;
+  bool created_ = false;
   uint64_t pos_ = 0;
 };
 
@@ -332,61 +366,54 @@ void Writer::write(const std::filesystem::path& path) const {
       throw Error(fmt::format("{}: not a regular file (a GGUF is written to a new or a regular file)",
                               path.string()));
   }
-  std::filesystem::path tmp = target;
-  tmp += ".tmp";
-  try {
-    Output out(tmp);
-    out.put<uint32_t>(kMagic);
-    out.put<uint32_t>(kVersion);
-    out.put<uint64_t>(impl_->tensors.size());
-    out.put<uint64_t>(impl_->kvs.size());
-    for (const Impl::KV& kv : impl_->kvs) {
-      out.put_string(kv.key);
-      out.put<uint32_t>(static_cast<uint32_t>(kv.type));
-      out.write(kv.payload.data(), kv.payload.size());
-    }
-    for (size_t i = 0; i < impl_->tensors.size(); ++i) {
-      const Impl::Tensor& t = impl_->tensors[i];
-      out.put_string(t.name);
-      out.put<uint32_t>(static_cast<uint32_t>(t.n_dims));
-      for (int d = 0; d < t.n_dims; ++d) out.put<uint64_t>(static_cast<uint64_t>(t.ne[d]));
-      out.put<uint32_t>(static_cast<uint32_t>(t.type));
-      out.put<uint64_t>(offsets[i]);
-    }
-    // The data section starts aligned. Without tensors there is no data section: ggml's writer
-    // pads anyway, gguf-py's vocab-only path (convert_hf_to_gguf.py --vocab-only) ends right
-    // after the metadata; set_pad_empty_data() picks one, so either kind is rewritten exactly.
-    if (!impl_->tensors.empty() || impl_->pad_empty) out.pad(alignment);
-    for (const Impl::Tensor& t : impl_->tensors) {
-      if (t.source) {
-        size_t written = 0;
-        const Emit emit = [&](const void* p, size_t n) {
-          if (n > t.nbytes - written)
-            throw Error(fmt::format("{}: tensor {}: source emitted more than its {} bytes",
-                                    path.string(), quote(t.name), t.nbytes));
-          out.write(p, n);
-          written += n;
-        };
-        t.source(emit);
-        if (written != t.nbytes)
-          throw Error(fmt::format("{}: tensor {}: source emitted {} bytes, expected {}",
-                                  path.string(), quote(t.name), written, t.nbytes));
-      } else {
-        out.write(t.data, t.nbytes);
-      }
-      out.pad(alignment);
-    }
-    out.close();
-    std::error_code ec;
-    std::filesystem::rename(tmp, target, ec);
-    if (ec)
-      throw Error(fmt::format("{}: cannot rename {} to {}: {}", path.string(), tmp.string(),
-                              target.string(), ec.message()));
-  } catch (...) {
-    std::error_code ec;
-    std::filesystem::remove(tmp, ec);
-    throw;
+  Output out(target);  // removed by its destructor unless renamed over the target
+  out.put<uint32_t>(kMagic);
+  out.put<uint32_t>(kVersion);
+  out.put<uint64_t>(impl_->tensors.size());
+  out.put<uint64_t>(impl_->kvs.size());
+  for (const Impl::KV& kv : impl_->kvs) {
+    out.put_string(kv.key);
+    out.put<uint32_t>(static_cast<uint32_t>(kv.type));
+    out.write(kv.payload.data(), kv.payload.size());
   }
+  for (size_t i = 0; i < impl_->tensors.size(); ++i) {
+    const Impl::Tensor& t = impl_->tensors[i];
+    out.put_string(t.name);
+    out.put<uint32_t>(static_cast<uint32_t>(t.n_dims));
+    for (int d = 0; d < t.n_dims; ++d) out.put<uint64_t>(static_cast<uint64_t>(t.ne[d]));
+    out.put<uint32_t>(static_cast<uint32_t>(t.type));
+    out.put<uint64_t>(offsets[i]);
+  }
+  // The data section starts aligned. Without tensors there is no data section: ggml's writer
+  // pads anyway, gguf-py's vocab-only path (convert_hf_to_gguf.py --vocab-only) ends right
+  // after the metadata; set_pad_empty_data() picks one, so either kind is rewritten exactly.
+  if (!impl_->tensors.empty() || impl_->pad_empty) out.pad(alignment);
+  for (const Impl::Tensor& t : impl_->tensors) {
+    if (t.source) {
+      size_t written = 0;
+      const Emit emit = [&](const void* p, size_t n) {
+        if (n > t.nbytes - written)
+          throw Error(fmt::format("{}: tensor {}: source emitted more than its {} bytes",
+                                  path.string(), quote(t.name), t.nbytes));
+        out.write(p, n);
+        written += n;
+      };
+      t.source(emit);
+      if (written != t.nbytes)
+        throw Error(fmt::format("{}: tensor {}: source emitted {} bytes, expected {}",
+                                path.string(), quote(t.name), written, t.nbytes));
+    } else {
+      out.write(t.data, t.nbytes);
+    }
+    out.pad(alignment);
+  }
+  out.close();
+  std::error_code ec;
+  std::filesystem::rename(out.path(), target, ec);
+  if (ec)
+    throw Error(fmt::format("{}: cannot rename {} to {}: {}", path.string(), out.path().string(),
+                            target.string(), ec.message()));
+  out.keep();
 }
 
 }  // namespace minfer::gguf

@@ -14,7 +14,7 @@
 //                         [&](const minfer::gguf::Writer::Emit& emit) {
 //                           for (each row) emit(row_bytes, row_size);   // any chunking
 //                         });
-//   w.write("out.gguf");                               // out.gguf.tmp, then rename
+//   w.write("out.gguf");                               // out.gguf.XXXXXX, then rename
 #pragma once
 
 #include <cstdint>
@@ -108,7 +108,8 @@ class Writer {
                            TensorSource source);
   size_t n_tensors() const;
 
-  /// Writes the file to `path.tmp`, then renames it to `path`; a symlink at `path` is written
+  /// Writes the file to a new temporary file next to `path` (`path.XXXXXX`, mkstemp: no existing
+  /// file is truncated on the way), then renames it to `path`; a symlink at `path` is written
   /// through (its target is replaced, the link kept). Throws Error naming the path on I/O
   /// failure, when `path` exists and is not a regular file (a device, a FIFO, a directory), on a
   /// bad `general.alignment`, or when a TensorSource emits the wrong byte count; the temporary

@@ -6,6 +6,7 @@
 #include "chat/jinja/builtins_util.h"
 #include "chat/jinja/interpreter.h"
 #include "chat/jinja/json.h"
+#include "chat/jinja/pynum.h"
 #include "chat/jinja/pystr.h"
 
 namespace minfer::jinja {
@@ -177,35 +178,28 @@ Value apply_filter(Interpreter& in, std::string_view name, const Value& v, CallA
     }
     return Value::string(std::move(rv));
   }
-  if (name == "int") {
+  if (name == "int") {  // int(value, base), else int(float(value)), else the default
     const Value def = a.get(0, "default", Value::integer(0));
+    const auto from_double = [&](double d) {
+      if (std::isnan(d)) fail("cannot convert float NaN to integer");
+      if (!(d > -9223372036854775808.0 && d < 9223372036854775808.0)) fail("integer out of range: " + Value::floating(d).to_text().s);
+      return Value::integer(static_cast<int64_t>(d));
+    };
     if (v.is_integer()) return Value::integer(v.i);
-    if (v.kind == Value::Kind::floating) return Value::integer(static_cast<int64_t>(v.f));
+    if (v.kind == Value::Kind::floating) return from_double(v.f);
     if (v.is_string()) {
-      try {
-        size_t used = 0;
-        const std::string s = pystr::strip(v.str, std::nullopt, true, true).s;
-        const long long x = std::stoll(s, &used, static_cast<int>(a.get(1, "base", Value::integer(10)).i));
-        if (used == s.size()) return Value::integer(x);
-        const double d = std::stod(s, &used);
-        if (used == s.size()) return Value::integer(static_cast<int64_t>(d));
-      } catch (const std::exception&) {
-      }
+      const auto r = pynum::parse_int(v.str.s, static_cast<int>(need_int(a.get(1, "base", Value::integer(10)), "base")));
+      if (r.status == pynum::IntParse::ok) return Value::integer(r.value);
+      if (r.status == pynum::IntParse::overflow) fail("integer out of range: " + v.str.s);
+      if (const auto d = pynum::parse_float(v.str.s)) return from_double(*d);
     }
     return def;
   }
   if (name == "float") {
     const Value def = a.get(0, "default", Value::floating(0));
     if (v.is_number()) return Value::floating(v.as_double());
-    if (v.is_string()) {
-      try {
-        size_t used = 0;
-        const std::string s = pystr::strip(v.str, std::nullopt, true, true).s;
-        const double d = std::stod(s, &used);
-        if (used == s.size()) return Value::floating(d);
-      } catch (const std::exception&) {
-      }
-    }
+    if (v.is_string())
+      if (const auto d = pynum::parse_float(v.str.s)) return Value::floating(*d);
     return def;
   }
   if (name == "abs") {
@@ -216,14 +210,18 @@ Value apply_filter(Interpreter& in, std::string_view name, const Value& v, CallA
   if (name == "round") {
     const int64_t prec = need_int(a.get(0, "precision", Value::integer(0)), "precision");
     const std::string method = a.get(1, "method", Value::string(Text("common"))).to_text().s;
+    if (method != "common" && method != "ceil" && method != "floor") fail("method must be common, ceil or floor");
+    if (method == "common") {  // round(value, precision): an int stays an int
+      if (v.is_integer()) {
+        if (const auto r = pynum::round_int(v.i, prec)) return Value::integer(*r);
+        fail("integer out of range in round()");
+      }
+      return Value::floating(pynum::round_float(v.as_double(), prec));
+    }
+    // math.ceil / math.floor(value * 10**precision) / 10**precision
     const double m = std::pow(10.0, static_cast<double>(prec));
     const double x = v.as_double() * m;
-    double r;
-    if (method == "common") r = std::nearbyint(x);  // Python's round(): halves to even
-    else if (method == "ceil") r = std::ceil(x);
-    else if (method == "floor") r = std::floor(x);
-    else fail("method must be common, ceil or floor");
-    return Value::floating(r / m);
+    return Value::floating((method == "ceil" ? std::ceil(x) : std::floor(x)) / m);
   }
   if (name == "attr") {  // Python getattr only: a dict's keys are not attributes
     const std::string n = need_string(a.get(0, "name"), "attribute name");

@@ -262,8 +262,13 @@ Value Interpreter::getitem(const Value& obj, const Value& key, int line) {
     if (key.is_string()) return getattr(obj, key.str.s, line);
     return Value::undefined(key.repr().s);
   }
-  if ((obj.is_list() || obj.is_string()) && key.is_integer()) {
-    const List items = obj.is_list() ? *obj.list : iterate(obj, line);
+  // Indexing neither copies a list nor splits a whole string: templates index in loops.
+  if (obj.is_string() && key.is_integer()) {
+    if (auto c = pystr::char_at(obj.str, key.i)) return Value::string(std::move(*c));
+    return Value::undefined("index " + std::to_string(key.i));
+  }
+  if (obj.is_list() && key.is_integer()) {
+    const List& items = *obj.list;
     int64_t k = key.i;
     const auto n = static_cast<int64_t>(items.size());
     if (k < 0) k += n;

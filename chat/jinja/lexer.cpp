@@ -65,7 +65,14 @@ std::string decode_string(std::string_view body, int line) {
       case 'f': out += '\f'; break;
       case 'v': out += '\v'; break;
       case 'a': out += '\a'; break;
-      case '0': out += '\0'; break;
+      case '0': case '1': case '2': case '3': case '4': case '5': case '6': case '7': {
+        // \ooo: one to three octal digits, a code point up to 0o777 (Python).
+        unsigned long v = static_cast<unsigned long>(e - '0');
+        for (int j = 0; j < 2 && k + 1 < body.size() && body[k + 1] >= '0' && body[k + 1] <= '7'; ++j)
+          v = v * 8 + static_cast<unsigned long>(body[++k] - '0');
+        append_utf8(out, v);
+        break;
+      }
       case '\\': out += '\\'; break;
       case '\'': out += '\''; break;
       case '"': out += '"'; break;

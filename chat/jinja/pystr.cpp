@@ -86,6 +86,17 @@ std::vector<Text> chars(const Text& t) {
 
 size_t length(const Text& t) { return scan(t.s).size(); }
 
+std::optional<Text> char_at(const Text& t, int64_t k) {
+  if (k < 0) k += static_cast<int64_t>(length(t));
+  if (k < 0) return std::nullopt;
+  for (size_t i = 0; i < t.s.size();) {
+    const size_t n = seq_len(t.s, i);
+    if (k-- == 0) return t.substr(i, n);
+    i += n;
+  }
+  return std::nullopt;
+}
+
 Text strip(const Text& t, const std::optional<std::string>& set, bool left, bool right) {
   const auto cs = scan(t.s);
   std::vector<char32_t> strip_set;

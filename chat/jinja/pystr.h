@@ -14,6 +14,9 @@ namespace minfer::jinja::pystr {
 std::vector<Text> chars(const Text& t);
 /// Number of code points.
 size_t length(const Text& t);
+/// Python's t[k]: code point k (counted from the end when k < 0) as a Text; nullopt when out of
+/// range. Walks only to code point k when k >= 0.
+std::optional<Text> char_at(const Text& t, int64_t k);
 
 /// str.strip / lstrip / rstrip: `chars` absent strips Unicode whitespace.
 Text strip(const Text& t, const std::optional<std::string>& chars, bool left, bool right);

@@ -247,5 +247,27 @@ TEST(Jinja, TuplesAndListsCompareAsInPython) {
                      {kVars});
 }
 
+// Python's int(), float() and round() as Jinja2's filters call them: underscores between digits,
+// prefixes only where the base allows them, no hexadecimal floats, correctly rounded round() that
+// keeps an int an int; Python's octal escapes in string literals; indexing strings and lists.
+TEST(Jinja, NumberConversionsAndIndexingAsInPython) {
+  NEED_ORACLE();
+  expect_like_jinja2("{{ '1_000'|int }}|{{ '1__0'|int }}|{{ '_1'|int }}|{{ ' -42 '|int }}|{{ '0x1f'|int }}|{{ '0x1f'|int(base=16) }}"
+                     "|{{ '1f'|int(base=16) }}|{{ '0b101'|int(base=2) }}|{{ '010'|int }}|{{ '4.9'|int }}|{{ '-4.9e1'|int }}"
+                     "|{{ 'x'|int(7) }}|{{ ''|int }}|{{ 3.99|int }}|{{ true|int }}",
+                     {kVars});
+  expect_like_jinja2("{{ '0x10'|float }}|{{ '1_000.5'|float }}|{{ '1e3'|float }}|{{ ' .5 '|float }}|{{ '5.'|float }}|{{ 'inf'|float }}"
+                     "|{{ '-Infinity'|float }}|{{ 'nan'|float }}|{{ '1e'|float }}|{{ 'e3'|float }}|{{ '1_e3'|float }}|{{ '1.5x'|float(-1) }}",
+                     {kVars});
+  expect_like_jinja2("{{ 2.675|round(2) }}|{{ 5|round }}|{{ 25|round(-1) }}|{{ 35|round(-1) }}|{{ -25|round(-1) }}|{{ 1234|round(-2) }}"
+                     "|{{ 2.5|round }}|{{ 3.5|round }}|{{ -0.5|round }}|{{ 0.125|round(2) }}|{{ 1.005|round(2) }}"
+                     "|{{ 2.5|round(0, 'floor') }}|{{ 2.1|round(0, 'ceil') }}|{{ 7|round(1, 'ceil') }}|{{ 1e300|round(2) }}",
+                     {kVars});
+  expect_like_jinja2("{{ '\\101\\7\\0101\\60' }}|{{ 'x\\x41\\u00e9' }}", {kVars});
+  expect_like_jinja2("{{ u[0] }}{{ u[1] }}{{ u[-1] }}{{ u[-12] }}{{ u[12] is defined }}{{ u[-13] is defined }}{{ l[0] }}{{ l[-1] }}"
+                     "{{ l[3] is defined }}{% for i in range(l|length) %}{{ l[i] }}{{ s[i] }}{% endfor %}",
+                     {kVars});
+}
+
 }  // namespace
 }  // namespace minfer::test

@@ -3,12 +3,25 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <sys/resource.h>
+
+#include <csignal>
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <set>
 
 #include "gguf/gguf.h"
 #include "gguf_test_util.h"
+
+namespace {
+// The names in `dir`: what a write left behind.
+std::set<std::string> names_in(const std::filesystem::path& dir) {
+  std::set<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) out.insert(e.path().filename().string());
+  return out;
+}
+}  // namespace
 
 namespace {
 
@@ -129,7 +142,7 @@ TEST_P(GgufRoundTrip, EveryValueTypeAndTensorReadsBackIdentical) {
     for (const auto& t : ts) w.add_tensor(t.name, t.type, t.ne, t.data.data());
     w.write(path);
   }
-  EXPECT_FALSE(std::filesystem::exists(dir.path / "rt.gguf.tmp"));
+  EXPECT_EQ(names_in(dir.path), std::set<std::string>{"rt.gguf"}) << "a temporary file was left behind";
   const File f(path);
   EXPECT_EQ(f.version(), 3u);
   EXPECT_EQ(f.alignment(), alignment);
@@ -222,8 +235,7 @@ TEST(GgufWriter, StreamedSourceWithWrongByteCountFails) {
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("'w'"), std::string::npos) << e.what();
     }
-    EXPECT_FALSE(std::filesystem::exists(dir.path / "x.gguf"));
-    EXPECT_FALSE(std::filesystem::exists(dir.path / "x.gguf.tmp"));
+    EXPECT_TRUE(names_in(dir.path).empty()) << "a failed write left a file behind";
   }
 }
 
@@ -259,15 +271,52 @@ TEST(GgufWriter, IoFailureIsAClearError) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent-dir/sub/out.gguf"), std::string::npos)
         << e.what();
   }
-  if (std::filesystem::exists("/dev/full")) {
-    // /dev/full accepts the open and fails every write with ENOSPC; rename then fails too.
+  {
+    // A file-size limit of 1 MiB makes the writes of a 4 MiB file fail (EFBIG; SIGXFSZ ignored),
+    // as a full disk would: a clear error, and nothing left behind.
     Writer big;
     std::vector<uint8_t> data(4 << 20, 7);
     big.add_tensor("w", DType::F32, {1 << 20}, data.data());
     TempDir dir;
-    std::filesystem::create_symlink("/dev/full", dir.path / "full.gguf.tmp");
-    EXPECT_THROW(big.write(dir.path / "full.gguf"), Error);
+    rlimit old{};
+    ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+    const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit small = old;
+    small.rlim_cur = 1 << 20;
+    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+    std::string what;
+    try {
+      big.write(dir.path / "full.gguf");
+    } catch (const Error& e) {
+      what = e.what();
+    }
+    setrlimit(RLIMIT_FSIZE, &old);
+    std::signal(SIGXFSZ, old_handler);
+    EXPECT_NE(what.find("write failed"), std::string::npos) << "got: '" << what << "'";
+    EXPECT_TRUE(names_in(dir.path).empty()) << "a failed write left a file behind";
   }
+}
+
+// The temporary file is a new one with a unique name: a file the write must not touch — here the
+// input of a conversion named like a fixed temporary, "out.gguf.tmp" — stays as it was.
+TEST(GgufWriter, NeverTruncatesAnExistingFileOnTheWay) {
+  TempDir dir;
+  const std::string keep = "the input being converted";
+  std::ofstream(dir.path / "out.gguf.tmp") << keep;
+  Writer w;
+  w.set_u32("a", 3);
+  w.write(dir.path / "out.gguf");
+  std::ifstream in(dir.path / "out.gguf.tmp");
+  const std::string got((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(got, keep);
+  EXPECT_EQ(names_in(dir.path), (std::set<std::string>{"out.gguf", "out.gguf.tmp"}));
+  EXPECT_EQ(File(dir.path / "out.gguf").get_u32("a"), 3u);
+  // The finished file has a new file's permissions (mkstemp's are 0600).
+  const mode_t mask = umask(0);
+  umask(mask);
+  struct stat st {};
+  ASSERT_EQ(stat((dir.path / "out.gguf").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0666 & ~mask);
 }
 
 TEST(GgufWriter, WritesThroughSymlinksAndRefusesOtherFiles) {
