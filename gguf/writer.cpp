@@ -366,6 +366,17 @@ void Writer::write(const std::filesystem::path& path) const {
       throw Error(fmt::format("{}: not a regular file (a GGUF is written to a new or a regular file)",
                               path.string()));
   }
+  {
+    // A file the disk cannot hold is refused before anything is written (minfer-mkmodel asked for
+    // a petabyte-sized shape wrote until killed).
+    std::error_code ec;
+    const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+    const std::filesystem::space_info sp = std::filesystem::space(dir, ec);
+    if (!ec && off > sp.available)
+      throw Error(fmt::format("{}: the file needs {:.1f} GiB of tensor data, the disk there has {:.1f} GiB free",
+                              path.string(), static_cast<double>(off) / (1 << 30),
+                              static_cast<double>(sp.available) / (1 << 30)));
+  }
   Output out(target);  // removed by its destructor unless renamed over the target
   out.put<uint32_t>(kMagic);
   out.put<uint32_t>(kVersion);

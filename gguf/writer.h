@@ -112,8 +112,9 @@ class Writer {
   /// file is truncated on the way), then renames it to `path`; a symlink at `path` is written
   /// through (its target is replaced, the link kept). Throws Error naming the path on I/O
   /// failure, when `path` exists and is not a regular file (a device, a FIFO, a directory), on a
-  /// bad `general.alignment`, or when a TensorSource emits the wrong byte count; the temporary
-  /// file is removed on failure.
+  /// bad `general.alignment`, when the tensor data exceed the free space of the target's
+  /// filesystem (before anything is written), or when a TensorSource emits the wrong byte count;
+  /// the temporary file is removed on failure.
   void write(const std::filesystem::path& path) const;
 
  private:

@@ -92,9 +92,10 @@ int main(int argc, char** argv) {
       batch.push_back({seq, rand_tok(rng), logits});
       if (static_cast<int>(batch.size()) == runner.n_batch()) flush();
     };
-    {  // warm-up: one short prompt
+    {  // warm-up: one short prompt, within the longest sequence the runs ask for (npp + ntg may be < 16)
       const int32_t s = kv.seq_new();
-      for (int i = 0; i < 16; ++i) add(s, i == 15);
+      const int n_warm = std::min(16, max_seq);
+      for (int i = 0; i < n_warm; ++i) add(s, i == n_warm - 1);
       flush();
       kv.seq_free(s);
     }

@@ -25,7 +25,7 @@ void add_model_flags(CLI::App& app, ModelArgs& a) {
   app.add_option("-c,--ctx-size", a.n_ctx, "context size in tokens (0: the model's, capped by memory)")
       ->check(at_least(0));
   app.add_option("-b,--batch-size", a.n_batch, "max tokens per forward pass")->check(at_least(1));
-  app.add_option("-t,--threads", a.threads, "CPU threads (0: all)")->check(at_least(0));
+  app.add_option("-t,--threads", a.threads, "CPU threads (0: all)")->check(thread_count());
   app.add_flag("--no-mmap,--mlock", a.no_effect,
                "accepted for llama.cpp's scripts: the CPU reads weights from the mapped file, a GPU gets them once");
   app.add_option("--device", a.device,
@@ -87,7 +87,7 @@ void add_sampling_flags(CLI::App& app, SamplerParams& p) {
   app.add_option("--repeat-last-n", p.repeat_last_n, "tokens the penalties look back (-1: all)");
   app.add_option("--presence-penalty", p.presence_penalty, "presence penalty");
   app.add_option("--frequency-penalty", p.frequency_penalty, "frequency penalty");
-  app.add_option("-s,--seed", p.seed, "RNG seed (default: random, printed at start)");
+  app.add_option("-s,--seed", p.seed, "RNG seed (default: random, printed at start)")->check(seed_value());
 }
 
 std::string default_model_path() {
@@ -107,7 +107,13 @@ namespace {
 
 // Opens a model GGUF after checking that it exists and that its architecture is one we build.
 std::shared_ptr<const gguf::File> open_model_file(const std::string& path, std::string_view what) {
-  if (!std::filesystem::exists(path)) throw std::runtime_error(fmt::format("{} file '{}' does not exist", what, path));
+  if (!std::filesystem::exists(path)) {
+    // llama.cpp's older --draft N was a token count: say so when the "file" is a number.
+    const bool number = !path.empty() && path.find_first_not_of("0123456789") == std::string::npos;
+    const char* hint =
+        number && what == "draft model" ? " (--draft names the draft model; drafted tokens are --draft-max)" : "";
+    throw std::runtime_error(fmt::format("{} file '{}' does not exist{}", what, path, hint));
+  }
   auto file = std::make_shared<const gguf::File>(path);
   models::check_architecture(*file);
   return file;

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <charconv>
+#include <cstdint>
 #include <cstdlib>
 #include <cmath>
 #include <optional>
@@ -64,6 +66,28 @@ inline CLI::Validator finite() {
 /// Accepts numbers <= hi (a probability: min-p above 1 would keep no token): "must be <= 1, got 2".
 inline CLI::Validator at_most(double hi) {
   return detail::number_check("<= " + detail::flag_text(hi), [hi](double v) { return v <= hi; });
+}
+
+/// -s / --seed: -1 (random) or an integer 0 .. 2^64 - 2. CLI11 would clamp a larger number to
+/// 2^64 - 1, the random seed's value, and so silently drop a seed the user asked for.
+inline CLI::Validator seed_value() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        if (s == "-1") return "";
+        uint64_t v = 0;
+        const char* end = s.data() + s.size();
+        const auto [p, ec] = std::from_chars(s.data(), end, v);
+        if (s.empty() || ec != std::errc() || p != end || v == UINT64_MAX)
+          return "must be -1 (random) or an integer from 0 to 18446744073709551614, got " + s;
+        return "";
+      },
+      "SEED");
+}
+
+/// -t / --threads: 0 (every hardware thread) up to ThreadPool::kMaxThreads (512, ggml's
+/// GGML_MAX_N_THREADS): a typo such as -t 100000 is an error, not 100,000 threads.
+inline CLI::Validator thread_count() {
+  return detail::number_check("0 (all) to 512", [](double v) { return v >= 0 && v <= 512; });
 }
 
 }  // namespace minfer::examples

@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
     app.add_option("--type", type, quantize::target_help() + " (default Q4_K_M)");
     app.add_option("--vocab", vocab, "copy the tokenizer of this GGUF (padded to n_vocab); default: synthetic byte-level BPE");
     app.add_option("--seed", seed, "RNG seed (default 0)");
-    app.add_option("-t,--threads", threads, "threads (0: all)");
+    app.add_option("-t,--threads", threads, "threads (0: all)")->check(examples::thread_count());
     app.add_option("--arch", arch, "custom shape: qwen2, qwen3, qwen3moe or llama (or override the shape's)");
     app.add_option("--n-embd", n_embd, "hidden size");
     app.add_option("--n-layer", n_layer, "blocks");

@@ -24,9 +24,9 @@ int main(int argc, char** argv) {
     app.add_option("input", in, "input GGUF file")->required();
     app.add_option("output", out, "output GGUF file")->required();
     app.add_option("type", type_pos, "target type, as llama-quantize takes it (or --type)");
-    app.add_option("nthreads", threads_pos, "threads, as llama-quantize takes them (or -t)")->check(examples::at_least(0));
+    app.add_option("nthreads", threads_pos, "threads, as llama-quantize takes them (or -t)")->check(examples::thread_count());
     app.add_option("--type", type, quantize::target_help());
-    app.add_option("-t,--threads", threads, "threads (0: all)")->check(examples::at_least(0));
+    app.add_option("-t,--threads", threads, "threads (0: all)")->check(examples::thread_count());
     app.add_flag("--allow-requantize", allow_requantize, "allow inputs that are already quantized (loses quality)");
     app.add_flag("--pure", pure, "no mix: every quantizable tensor gets the type's default dtype");
     app.add_flag("-q,--quiet", quiet, "no per-tensor progress");

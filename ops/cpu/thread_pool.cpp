@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 #include <utility>
 
 #if defined(__x86_64__) || defined(_M_X64)
@@ -21,7 +22,11 @@ constexpr int kSpinIterations = 2000;
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) {
-  if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (n_threads > kMaxThreads)
+    throw std::invalid_argument("a thread pool of " + std::to_string(n_threads) + " threads: at most " +
+                                std::to_string(kMaxThreads));
+  if (n_threads <= 0)
+    n_threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, static_cast<unsigned>(kMaxThreads)));
   for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 

@@ -22,7 +22,10 @@ namespace minfer::cpu {
 
 class ThreadPool {
  public:
-  /// n_threads <= 0 means std::thread::hardware_concurrency().
+  /// The most threads a pool takes (ggml's GGML_MAX_N_THREADS).
+  static constexpr int kMaxThreads = 512;
+  /// n_threads <= 0 means std::thread::hardware_concurrency() (at most kMaxThreads). Throws
+  /// std::invalid_argument for n_threads > kMaxThreads.
   explicit ThreadPool(int n_threads = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;

@@ -237,7 +237,7 @@ TEST(Cli, GenerationStopsCleanlyWhenTheContextIsFull) {
 TEST(Cli, ImpossibleContextIsAnOutOfMemoryMessage) {
   auto r = run(gen + " -c 2000000000 --device cpu");
   EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.out.find("use a smaller -c"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("a smaller context: -c"), std::string::npos) << r.out;
 }
 
 TEST(Cli, PerplexityPrintsTheFinalLine) {
@@ -272,6 +272,32 @@ TEST(Cli, LlamaCppHabits) {
     EXPECT_EQ(r.code, 1) << r.out;
     EXPECT_NE(r.out.find("a vocab-only file"), std::string::npos) << r.out;
   }
+}
+
+// Inputs from a hunt for ways to hurt the user: a thread count typo would start 100,000 threads,
+// a seed past 2^64 - 2 silently became "random", a benchmark shorter than its 16-token warm-up
+// failed with advice to raise -c, a number given to --draft (llama.cpp's old token count) read as
+// a missing file.
+TEST(Cli, TyposAreClearErrorsAndTinyBenchmarksRun) {
+  const std::string quantize = MINFER_QUANTIZE_BIN, batched = MINFER_BATCHED_BENCH_BIN;
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {gen + " -t 100000 -n 1 --device cpu", "--threads: must be 0 (all) to 512, got 100000"},
+      {gen + " -s 18446744073709551616 -n 1 --device cpu", "--seed: must be -1 (random) or an integer"},
+      {gen + " -s 18446744073709551615 -n 1 --device cpu", "--seed: must be -1 (random) or an integer"},
+      {quantize + " in.gguf out.gguf Q8_0 1000000", "nthreads: must be 0 (all) to 512"},
+      {std::string(MINFER_MKMODEL_BIN) + " -t 100000 -o /tmp/x.gguf", "--threads: must be 0 (all) to 512"},
+  };
+  for (const auto& [cmd, want] : refused) {
+    const auto r = run(cmd);
+    EXPECT_EQ(r.code, 1) << cmd << "\n" << r.out;
+    EXPECT_NE(r.out.find(want), std::string::npos) << cmd << "\n" << r.out;
+  }
+  auto r = run(gen + " -s 18446744073709551614 -n 2 --temp 1 --device cpu");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("18446744073709551614"), std::string::npos) << "the seed is printed: " << r.out;
+  r = run(batched + " -npp 8 -ntg 4 -npl 1,2 -c 4096 --device cpu");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("|     8 |      4 |    2 |"), std::string::npos) << r.out;
 }
 
 TEST(Cli, RopeFlagsOverrideTheModelsScaling) {

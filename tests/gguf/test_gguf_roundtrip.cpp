@@ -297,6 +297,23 @@ TEST(GgufWriter, IoFailureIsAClearError) {
   }
 }
 
+// A file larger than the disk's free space is refused before a byte is written (the source is
+// never called).
+TEST(GgufWriter, RefusesAFileTheDiskCannotHold) {
+  TempDir dir;
+  Writer w;
+  bool called = false;
+  w.add_tensor_streamed("w", DType::F32, {int64_t{1} << 40, 1024}, [&](const Writer::Emit&) { called = true; });
+  try {
+    w.write(dir.path / "huge.gguf");
+    ADD_FAILURE() << "a 4 PiB file was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("GiB free"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(called);
+  EXPECT_TRUE(names_in(dir.path).empty());
+}
+
 // The temporary file is a new one with a unique name: a file the write must not touch — here the
 // input of a conversion named like a fixed temporary, "out.gguf.tmp" — stays as it was.
 TEST(GgufWriter, NeverTruncatesAnExistingFileOnTheWay) {
