@@ -92,7 +92,7 @@ TEST(Cli, BadArgumentsExitWithOneAndHelpWithZero) {
   // Flags that must be positive say so in a line (CLI11's own check printed the whole double
   // range, 300 digits of it, a range that seemed to include 0).
   for (const auto& [flags, says] : {std::pair<std::string, std::string>{" -b 0", "--batch-size: must be >= 1, got 0"},
-                                    {" -t -2", "--threads: must be >= 0, got -2"},
+                                    {" -t -2", "--threads: must be 0 (all) to 512, got -2"},
                                     {" -c -1", "--ctx-size: must be >= 0, got -1"},
                                     {" --rope-scale 0", "--rope-scale: must be > 0, got 0"},
                                     {" --min-p 2", "--min-p: must be <= 1, got 2"},
