@@ -6,11 +6,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <unordered_map>
+#include <unordered_set>
 
 #include <sys/stat.h>
 #include <unistd.h>
-#include <unordered_map>
-#include <unordered_set>
 
 #include "gguf/escape.h"
 
@@ -68,11 +68,10 @@ std::vector<uint8_t> scalar(T v) {
 
 bool valid_alignment(uint32_t a) { return a != 0 && a % 8 == 0 && std::has_single_bit(a); }
 
-// Buffered output that throws Error naming the path on any failure.
-// The file being written: a new file next to the target with a unique name (mkstemp), so that
-// no existing file is ever truncated — not the input being converted when it happens to be named
-// like a fixed temporary ("out.gguf.tmp"), not anyone else's file. Renamed over the target when
-// complete.
+// Buffered output that throws Error naming the path on any failure, into a new file next to the
+// target with a unique name (mkstemp), so that no existing file is ever truncated — not the input
+// being converted when it happens to be named like a fixed temporary ("out.gguf.tmp"), not anyone
+// else's file. Renamed over the target when complete.
 class Output {
  public:
   explicit Output(const std::filesystem::path& target) {
