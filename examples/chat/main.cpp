@@ -97,6 +97,7 @@ int main(int argc, char** argv) {
     while (!g_quit) {
       std::fprintf(stderr, "\n> ");
       if (!std::getline(std::cin, line)) break;  // end of input, or Ctrl-C at the prompt
+      if (!line.empty() && line.back() == '\r') line.pop_back();  // CRLF input (a Windows file, a pipe from one)
       if (line == "/quit" || line == "/exit") break;
       if (line == "/reset") {
         msgs.resize(keep);

@@ -75,10 +75,12 @@ void check_text_fits(size_t bytes, const ApiLimits& lim) {
 // `which`: how the message names the prompt ("the prompt", "'prompt'[1]" of an array).
 void check_prompt(const std::vector<int32_t>& ids, const ApiLimits& lim, const std::string& which = "the prompt") {
   if (ids.empty()) throw BadRequest(fmt::format("{} is empty (it encodes to no tokens)", which));
-  if (static_cast<int64_t>(ids.size()) >= lim.n_ctx_seq)
-    throw BadRequest(fmt::format("{} has {} tokens but the context holds {} (one more is needed to generate; "
-                                 "raise -c or shorten the prompt)",
-                                 which, ids.size(), lim.n_ctx_seq));
+  // A prompt may fill the context: its last position's logits give one token, which is returned
+  // without being stored (as a generation's last token always is), so prompt + completion is at
+  // most the context + 1 whatever the prompt's length.
+  if (static_cast<int64_t>(ids.size()) > lim.n_ctx_seq)
+    throw BadRequest(fmt::format("{} has {} tokens but the context holds {} (raise -c or shorten the prompt)", which,
+                                 ids.size(), lim.n_ctx_seq));
 }
 
 // "an integer", "a float", ...: what a refused element is, next to its value.

@@ -228,6 +228,11 @@ TEST(CliChat, CommandsAndContextShift) {
   EXPECT_NE(r.out.find("tokens"), std::string::npos) << r.out;
   r = run("printf '/quit\\n' | " + chat_bin + " --device cpu");
   EXPECT_EQ(r.code, 0) << r.out;
+  // CRLF lines (a file from Windows) are commands too, not messages to the model.
+  r = run("printf '/help\\r\\n/exit\\r\\nnever sent\\r\\n' | " + chat_bin + " -n 4 --device cpu");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("/reset clears the conversation"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("tok/s]"), std::string::npos) << "a command was answered as a message: " << r.out;
   // A small context fills after a few turns: the oldest turns go, with one notice each time,
   // and every later turn is still answered.
   std::string turns;

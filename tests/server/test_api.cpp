@@ -63,8 +63,8 @@ TEST(ServerApiParse, FieldsAndDefaults) {
   EXPECT_EQ(parse({{"prompt", "a"}, {"seed", -1}}).sampling.seed, kSeedRandom);
   EXPECT_EQ(parse({{"prompt", {"a", "b"}}, {"n", 2}}).prompts.size(), 2u);
   EXPECT_THROW(parse({{"prompt", {"a", "b", "c"}}, {"n", 3}}), server::BadRequest) << "9 outputs > 8";
-  EXPECT_THROW(parse({{"prompt", std::vector<int>(128, 1)}}), server::BadRequest) << "no room to generate";
-  EXPECT_NO_THROW(parse({{"prompt", std::vector<int>(127, 1)}}));
+  EXPECT_THROW(parse({{"prompt", std::vector<int>(129, 1)}}), server::BadRequest) << "longer than the context";
+  EXPECT_NO_THROW(parse({{"prompt", std::vector<int>(128, 1)}})) << "a prompt may fill the context (one token follows)";
   EXPECT_THROW(parse({{"prompt", std::string(128 * 64 * 4 + 1, 'a')}}), server::BadRequest) << "refused by its size";
   EXPECT_THROW(server::parse_job({{"messages", {{{"role", "user"}, {"content", "hi"}}}}}, true, tok, lim, render), server::BadRequest)
       << "a template error is the client's";

@@ -525,7 +525,7 @@ TEST_F(ServerApi, TokenizeAndDetokenize) {
 }
 
 TEST_F(ServerApi, BadRequestsGet400WithAMessage) {
-  const std::string too_long = json{{"prompt", std::vector<int>(2048, 5)}}.dump();
+  const std::string too_long = json{{"prompt", std::vector<int>(2049, 5)}}.dump();
   const std::pair<std::string, std::string> cases[] = {
       {"/v1/completions", "not json"},
       {"/v1/completions", "{\"prompt\": \"x\""},
@@ -589,7 +589,7 @@ TEST_F(ServerApi, BadRequestsGet400WithAMessage) {
   // A prompt longer than the context: the message gives both lengths.
   auto r = srv().post("/v1/completions", too_long);
   const std::string msg = json::parse(r->body)["error"]["message"];
-  EXPECT_NE(msg.find("2048 tokens"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("2049 tokens"), std::string::npos) << msg;
   EXPECT_NE(msg.find("holds 2048"), std::string::npos) << msg;
   // Unknown routes: 404; wrong methods: 405 with Allow; both JSON.
   auto c = srv().client();
