@@ -62,6 +62,9 @@ int main(int argc, char** argv) {
     examples::LlamaArgs av(argc, argv);
     MINFER_PARSE(app, av.argc(), av.argv());
     if (escape && !no_escape) system = examples::process_escapes(system);
+    if (const size_t bad = tokenizer::utf8_first_invalid(system); bad != std::string::npos)
+      throw std::invalid_argument(fmt::format("--system is not valid UTF-8{} (byte offset {})",
+                                              escape && !no_escape ? " after its escapes" : "", bad));
 
     auto L = examples::load_model(margs);
     const auto& tok = *L.tok;

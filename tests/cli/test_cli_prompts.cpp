@@ -265,6 +265,11 @@ TEST(CliChat, BadMessagesAreNamedAsTyped) {
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("[your message is not valid UTF-8 (byte offset 5)]"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(" tok/s"), std::string::npos) << r.out;  // the next message is answered
+  // The same in --system is an error naming the flag (\xff through the escapes), not a tokenizer
+  // offset into the rendered template.
+  r = run("printf 'hi\\n' | " + chat_bin + " -n 2 --system 'ok \\xff' --device cpu");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("--system is not valid UTF-8 after its escapes (byte offset 3)"), std::string::npos) << r.out;
   std::string sys;
   for (int i = 0; i < 100; ++i) sys += "sys ";
   r = run("printf 'hi\\n' | " + chat_bin + " -c 64 -n 2 --device cpu --system '" + sys + "'");
