@@ -26,7 +26,7 @@ struct MakeModelParams {
   float stddev = 0.02f;
 };
 
-/// Writes the model to `out` (out.tmp, then renamed). Metadata in the converter's order:
+/// Writes the model to `out` (a new out.XXXXXX, then renamed). Metadata in the converter's order:
 /// general.architecture, general.type, general.name, general.size_label, <arch>.block_count,
 /// context_length, embedding_length, feed_forward_length, attention.head_count,
 /// attention.head_count_kv, rope.freq_base, attention.layer_norm_rms_epsilon,

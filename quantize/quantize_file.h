@@ -41,7 +41,7 @@ std::vector<TensorDesc> tensor_descs(const gguf::File& f);
 /// Throws like plan_types, and gguf::Error for missing architecture keys.
 std::vector<TensorPlan> plan_file(const gguf::File& f, const QuantTarget& target);
 
-/// Quantizes `in` into `out` (written as out.tmp, then renamed). `on_tensor` is called after each
+/// Quantizes `in` into `out` (written as a new out.XXXXXX, then renamed). `on_tensor` is called after each
 /// tensor. Throws gguf::Error for an unreadable/invalid input or an unwritable output,
 /// std::invalid_argument for a bad target (e.g. a block-type input without allow_requantize,
 /// naming the tensor and its dtype) and std::runtime_error naming the tensor and row when a row
