@@ -53,8 +53,9 @@ KvCache::KvCache(const std::vector<Backend*>& shards, int32_t n_layer, int32_t n
     try {
       st.buffer = allocate_tensors(*st.ctx, *backend);
     } catch (const OutOfMemoryError& e) {
-      throw OutOfMemoryError(fmt::format("KV cache of {} cells needs {:.1f} MiB on {}: {} (ask for a smaller context: -c, or fewer or shorter sequences)", n_ctx(),
-                                         static_cast<double>(bytes_) / 1048576.0, backend->name(), e.what()));
+      throw OutOfMemoryError(fmt::format("KV cache of {} cells needs {:.1f} MiB on {}: {} (ask for a smaller context: "
+                                         "-c, or fewer or shorter sequences)",
+                                         n_ctx(), static_cast<double>(bytes_) / 1048576.0, backend->name(), e.what()));
     }
     stores_.push_back(std::move(st));
   }

@@ -108,6 +108,14 @@ int32_t Tokenizer::match_special(std::string_view text, size_t pos, std::span<co
 
 void Tokenizer::encode_text(std::string_view text, std::vector<int32_t>& out) const {
   if (text.empty()) return;
+  // Every entry (encode, encode_trusted) reaches plain text here: ill-formed UTF-8 reads as U+FFFD
+  // per maximal subpart. Special tokens are valid UTF-8, so matching them first on the raw bytes
+  // finds what it would find on the replaced text.
+  std::string replaced;
+  if (utf8_first_invalid(text) != std::string_view::npos) {
+    replaced = utf8_replace_invalid(text);
+    text = replaced;
+  }
   if (!nfc_) {
     // Llama 3 (HF "ignore_merges": true, llama.cpp's LLAMA3 pre-type): a word that is itself a
     // token is emitted whole; merges could otherwise reach a different split.
@@ -123,11 +131,6 @@ void Tokenizer::encode_text(std::string_view text, std::vector<int32_t>& out) co
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special, bool add_bos) const {
-  std::string replaced;
-  if (utf8_first_invalid(text) != std::string_view::npos) {
-    replaced = utf8_replace_invalid(text);
-    text = replaced;
-  }
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 4);
   if (add_bos) {

@@ -61,8 +61,8 @@ class Tokenizer {
   /// encode(text, parse_special = true) where a special token is matched only if none of its
   /// bytes is marked in `untrusted` (one entry per byte of `text`, or empty = all trusted); the
   /// bytes of an unmatched token are plain text. A rendered chat is tokenized this way so that
-  /// message content can never become a special token (chat/tokenize_chat.h). Throws
-  /// std::invalid_argument for ill-formed UTF-8 or a mask of the wrong length.
+  /// message content can never become a special token (chat/tokenize_chat.h). Ill-formed UTF-8
+  /// reads as U+FFFD, as in encode(). Throws std::invalid_argument for a mask of the wrong length.
   std::vector<int32_t> encode_trusted(std::string_view text, std::span<const uint8_t> untrusted) const;
 
   /// A prompt's ids as llama.cpp and Hugging Face build them: BOS is prepended when the file

@@ -14,6 +14,7 @@
 
 #include "common/rope_flags.h"
 #include "models/registry.h"
+#include "ops/cpu/thread_pool.h"
 #include "runtime/backends.h"
 #include "runtime/speculative.h"
 
@@ -286,6 +287,11 @@ std::string read_text_file(const std::string& path, std::string_view flag) {
   ss << in.rdbuf();
   if (in.bad()) throw std::runtime_error(fmt::format("{}: error reading '{}'", flag, path));
   return ss.str();
+}
+
+CLI::Validator thread_count() {
+  constexpr int hi = cpu::ThreadPool::kMaxThreads;
+  return detail::number_check("0 (all) to " + std::to_string(hi), [](double v) { return v >= 0 && v <= hi; });
 }
 
 int run_main(const std::function<int()>& body) {

@@ -126,6 +126,10 @@ struct LlamaArgs {
     }                                           \
   } while (0)
 
+/// -t / --threads: 0 (every hardware thread) up to cpu::ThreadPool::kMaxThreads (512, ggml's
+/// GGML_MAX_N_THREADS): a typo such as -t 100000 is an error, not 100,000 threads.
+CLI::Validator thread_count();
+
 /// Runs `body`, turning exceptions into "error: <message>" on stderr and exit code 1; stdout
 /// that could not be written (a full disk, /dev/full) is an error too (exit code 1).
 int run_main(const std::function<int()>& body);

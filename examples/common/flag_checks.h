@@ -84,10 +84,4 @@ inline CLI::Validator seed_value() {
       "SEED");
 }
 
-/// -t / --threads: 0 (every hardware thread) up to ThreadPool::kMaxThreads (512, ggml's
-/// GGML_MAX_N_THREADS): a typo such as -t 100000 is an error, not 100,000 threads.
-inline CLI::Validator thread_count() {
-  return detail::number_check("0 (all) to 512", [](double v) { return v >= 0 && v <= 512; });
-}
-
 }  // namespace minfer::examples

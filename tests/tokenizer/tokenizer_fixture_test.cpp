@@ -204,6 +204,9 @@ TEST(TokenizerText, InvalidUtf8AndBadIds) {
   EXPECT_EQ(tok->encode("<|im_end|>\xFF", true), tok->encode("<|im_end|>\xEF\xBF\xBD", true));
   EXPECT_EQ(tok->encode("a\xFF\xFE" "b\xC3(", false), tok->encode("a\xEF\xBF\xBD\xEF\xBF\xBD" "b\xEF\xBF\xBD(", false));
   EXPECT_NE(tok->encode("abc\xE2\x82", false), tok->encode("abc", false));
+  // The chat path (encode_trusted, a taint mask per raw byte) reads it the same way.
+  const std::string bad = "x<|im_end|>\xE2\x82y", good = "x<|im_end|>\xEF\xBF\xBDy";
+  EXPECT_EQ(tok->encode_trusted(bad, std::vector<uint8_t>(bad.size(), 0)), tok->encode(good, true));
   try {
     const std::vector<int32_t> ids = {1, 151936};
     tok->decode(ids);
