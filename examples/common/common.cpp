@@ -283,10 +283,18 @@ std::string read_text_file(const std::string& path, std::string_view flag) {
     throw std::runtime_error(fmt::format("{} '{}' is a directory, not a text file", flag, path));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(fmt::format("{}: cannot read '{}'", flag, path));
-  std::stringstream ss;
-  ss << in.rdbuf();
+  // Read in pieces up to one byte past the limit: the size of a pipe or device is not known ahead.
+  std::string text;
+  std::vector<char> piece(size_t{1} << 20);
+  while (in && text.size() <= kMaxTextFileBytes) {
+    in.read(piece.data(), static_cast<std::streamsize>(piece.size()));
+    text.append(piece.data(), static_cast<size_t>(in.gcount()));
+  }
   if (in.bad()) throw std::runtime_error(fmt::format("{}: error reading '{}'", flag, path));
-  return ss.str();
+  if (text.size() > kMaxTextFileBytes)
+    throw std::runtime_error(fmt::format("{}: '{}' is longer than {} MiB, more than a text file this program reads", flag,
+                                         path, kMaxTextFileBytes >> 20));
+  return text;
 }
 
 CLI::Validator thread_count() {

@@ -4,7 +4,7 @@
 // at every N (ops/cuda/k_mmq_f16.cu) — and checks their outputs against a float64 CPU
 // reference. Build here, run on the GPU machine:
 //   nvcc -O3 -std=c++17 --expt-relaxed-constexpr -gencode=arch=compute_90a,code=sm_90a -I. -o /tmp/mmq_probe scripts/probes/mmq_probe.cu ops/cuda/k_mmq_f16.cu ops/cuda/k_mmvq.cu
-//   /tmp/mmq_probe [shape-substring]      e.g. /tmp/mmq_probe q4k_down
+//   /tmp/mmq_probe [shape-substring [kernel-substring]]      e.g. /tmp/mmq_probe q4k_down mmvq
 // Prints one markdown row per shape x kernel x N: us per launch (median of graph replays), GB/s of
 // weight bytes, max |err| / max |ref| over sampled outputs; a FAIL line when that exceeds 1e-2.
 //
@@ -73,6 +73,7 @@ struct Shape {
 
 int main(int argc, char** argv) {
   const char* filter = argc > 1 ? argv[1] : nullptr;
+  const char* kfilter = argc > 2 ? argv[2] : nullptr;
   constexpr int NMAX = 64;
   const int Ns[] = {1, 2, 4, 8, 9, 16, 32, 64};
   const std::vector<Shape> shapes = {
@@ -216,6 +217,7 @@ int main(int argc, char** argv) {
       return worst / scale;
     };
     auto bench = [&](const char* kname, int N, int ks, const std::function<void(const uint8_t*)>& launch) {
+      if (kfilter && N && !strstr(kname, kfilter)) return;
       CK(cudaMemsetAsync(dy, 0xFF, static_cast<size_t>(NMAX) * sh.M * 4, st));  // NaN: unwritten outputs fail
       launch(dw);
       CK(cudaGetLastError());

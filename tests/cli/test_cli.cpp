@@ -188,7 +188,7 @@ TEST(Cli, UnsupportedArchitectureIsAClearError) {
   EXPECT_NE(r.out.find("unsupported architecture \"qwen3moe\\x00junk\" (supported: "), std::string::npos) << r.out;
 }
 
-// A text file flag given a directory names it; benchmark sizes whose positions or KV cells pass
+// A text file flag given a directory names it (or an endless device, its size limit); benchmark sizes whose positions or KV cells pass
 // 2^30 are refused before anything is sized (sums past 2^31 wrapped into negative pool sizes);
 // batched-bench refuses an empty prompt and counts the pool in whole KV blocks: a row that fits
 // the cells but not the blocks is skipped up front instead of failing half-way.
@@ -199,6 +199,12 @@ TEST(Cli, BadSizesAndPathsAreClearErrors) {
     const auto r = run(cmd);
     EXPECT_EQ(r.code, 1) << cmd;
     EXPECT_NE(r.out.find("is a directory"), std::string::npos) << cmd << ": " << r.out;
+  }
+  {  // an endless device is refused at the size limit instead of filling memory
+    const std::string cmd = std::string(MINFER_PERPLEXITY_BIN) + " -f /dev/zero --device cpu";
+    const auto r = run(cmd);
+    EXPECT_EQ(r.code, 1) << cmd;
+    EXPECT_NE(r.out.find("'/dev/zero' is longer than 256 MiB"), std::string::npos) << r.out;
   }
   struct Case {
     std::string cmd, message;
