@@ -74,16 +74,26 @@ Value apply_filter(Interpreter& in, std::string_view name, const Value& v, CallA
   if (name == "upper") return Value::string(pystr::upper(v.to_text()));
   if (name == "lower") return Value::string(pystr::lower(v.to_text()));
   if (name == "title") {
-    // Jinja2's do_title: words begin after whitespace, '-', '(', '{', '[' or '<'; each word's
-    // first character is uppercased and the rest lowercased (not Python's str.title).
+    // Jinja2's do_title: the text split at runs of whitespace, '-', '(', '{', '[' and '<'; each
+    // word's first character uppercased and the rest of it lowercased as one string (not
+    // Python's str.title, and a final sigma is final within the word's rest).
     const Text t = v.to_text();
     const auto cs = pystr::chars(t);
+    auto is_sep = [](const Text& c) {
+      return c.s == "-" || c.s == "(" || c.s == "{" || c.s == "[" || c.s == "<" || pystr::isspace(c);
+    };
     Text out;
-    bool start = true;
-    for (const Text& c : cs) {
-      const bool sep = c.s == "-" || c.s == "(" || c.s == "{" || c.s == "[" || c.s == "<" || pystr::isspace(c);
-      out.append(sep ? c : start ? pystr::upper(c) : pystr::lower(c));
-      start = sep;
+    for (size_t i = 0; i < cs.size();) {
+      size_t j = i + 1;
+      if (is_sep(cs[i])) {
+        out.append(cs[i]);
+      } else {
+        out.append(pystr::upper(cs[i]));
+        Text rest;
+        for (; j < cs.size() && !is_sep(cs[j]); ++j) rest.append(cs[j]);
+        out.append(pystr::lower(rest));
+      }
+      i = j;
     }
     return Value::string(std::move(out));
   }

@@ -63,17 +63,61 @@ std::vector<Char> scan(const std::string& s) {
   return out;
 }
 
-// Applies a per-code-point mapping, keeping each character's taint on its output bytes.
+// Applies a per-code-point mapping to UTF-8 text (f gives the character's replacement, one or more
+// code points), keeping each character's taint on its output bytes.
 template <class F>
 Text map_chars(const Text& t, F f) {
   Text out;
   const auto cs = scan(t.s);
   for (size_t k = 0; k < cs.size(); ++k) {
     const Char& c = cs[k];
-    const std::string piece = c.len == 1 && c.cp >= 0x80 ? t.s.substr(c.pos, 1) : encode(f(c.cp, k, cs));
+    const std::string piece = c.len == 1 && c.cp >= 0x80 ? t.s.substr(c.pos, 1) : f(c.cp, k, cs);
     out.append_tainted(piece, t.tainted_at(c.pos));
   }
   return out;
+}
+
+std::string mapped(utf8proc_int32_t c) { return encode(static_cast<char32_t>(c)); }
+
+bool is_cased(char32_t c) {
+  const auto x = static_cast<utf8proc_int32_t>(c);
+  return utf8proc_tolower(x) != x || utf8proc_toupper(x) != x || utf8proc_category(x) == UTF8PROC_CATEGORY_LT;
+}
+
+// Unicode's Case_Ignorable: marks, format characters, modifier letters and symbols, and the
+// word-internal punctuation of Word_Break MidLetter / MidNumLet / Single_Quote.
+bool is_case_ignorable(char32_t c) {
+  switch (utf8proc_category(static_cast<utf8proc_int32_t>(c))) {
+    case UTF8PROC_CATEGORY_MN: case UTF8PROC_CATEGORY_ME: case UTF8PROC_CATEGORY_CF:
+    case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_SK:
+      return true;
+    default: break;
+  }
+  switch (c) {
+    case 0x27: case 0x2E: case 0x3A: case 0xB7: case 0x387: case 0x55F: case 0x5F4: case 0x2018: case 0x2019:
+    case 0x2024: case 0x2027: case 0xFE13: case 0xFE52: case 0xFE55: case 0xFF07: case 0xFF0E: case 0xFF1A:
+      return true;
+    default: return false;
+  }
+}
+
+// Python's full lowercase of character k: SpecialCasing's unconditional İ -> i̇ and the Final_Sigma
+// rule (Σ -> ς after a cased letter and not before one, case-ignorable characters skipped both
+// ways), else the simple mapping.
+std::string lower_at(const std::vector<Char>& cs, size_t k) {
+  const char32_t c = cs[k].cp;
+  if (c == 0x130) return "i\u0307";
+  if (c == 0x3A3) {
+    auto cased_beside = [&](size_t i, int step) {
+      for (i += step; i < cs.size(); i += step) {
+        if (is_case_ignorable(cs[i].cp)) continue;
+        return is_cased(cs[i].cp);
+      }
+      return false;
+    };
+    return k > 0 && cased_beside(k, -1) && !cased_beside(k, 1) ? "\u03c2" : "\u03c3";
+  }
+  return mapped(utf8proc_tolower(static_cast<utf8proc_int32_t>(c)));
 }
 
 }  // namespace
@@ -268,26 +312,20 @@ Text upper(const Text& t) {
 }
 
 Text lower(const Text& t) {
-  return map_chars(t, [](char32_t c, size_t, const auto&) { return static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))); });
+  return map_chars(t, [](char32_t, size_t k, const std::vector<Char>& cs) { return lower_at(cs, k); });
 }
 
 Text capitalize(const Text& t) {
-  return map_chars(t, [](char32_t c, size_t k, const auto&) {
-    const auto x = static_cast<utf8proc_int32_t>(c);
-    return static_cast<char32_t>(k == 0 ? utf8proc_totitle(x) : utf8proc_tolower(x));
+  return map_chars(t, [](char32_t c, size_t k, const std::vector<Char>& cs) {
+    return k == 0 ? mapped(utf8proc_totitle(static_cast<utf8proc_int32_t>(c))) : lower_at(cs, k);
   });
 }
 
 Text title(const Text& t) {
   // Python: a letter after a non-cased character starts a word (uppercased), others lowercase.
   return map_chars(t, [](char32_t c, size_t k, const std::vector<Char>& cs) {
-    const auto x = static_cast<utf8proc_int32_t>(c);
-    bool prev_cased = false;
-    if (k > 0) {
-      const auto p = static_cast<utf8proc_int32_t>(cs[k - 1].cp);
-      prev_cased = utf8proc_tolower(p) != p || utf8proc_toupper(p) != p;
-    }
-    return static_cast<char32_t>(prev_cased ? utf8proc_tolower(x) : utf8proc_totitle(x));
+    const bool prev_cased = k > 0 && is_cased(cs[k - 1].cp);
+    return prev_cased ? lower_at(cs, k) : mapped(utf8proc_totitle(static_cast<utf8proc_int32_t>(c)));
   });
 }
 

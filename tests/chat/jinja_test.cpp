@@ -269,5 +269,17 @@ TEST(Jinja, NumberConversionsAndIndexingAsInPython) {
                      {kVars});
 }
 
+// Python's full lowercase where it differs from the simple one-to-one mapping: İ becomes i plus a
+// combining dot, and a capital sigma at the end of a word becomes ς (Final_Sigma: apostrophes,
+// periods and combining marks are skipped when looking for the letters beside it), also in
+// capitalize(), title() and Jinja2's own title filter (which lowercases each word's rest apart).
+TEST(Jinja, LowercaseAsPythonsFullMapping) {
+  NEED_ORACLE();
+  expect_like_jinja2("{{ 'İSTANBUL ΟΔΟΣ ΣΑΣ.'|lower }}|{{ 'Σ'|lower }}|{{ 'AΣ'|lower }}|{{ \"ΑΣ'Α ΑΣ. ΑΣ.Β\"|lower }}"
+                     "|{{ 'ΑΣ\u0301 Β'|lower }}|{{ '.Σ.'|lower }}|{{ 'ΟΔΟΣ ΣΑΣ'.lower() }}|{{ 'ΟΔΟΣ ΣΑΣ'|capitalize }}"
+                     "|{{ 'ΟΔΟΣ ΣΑΣ-ΑΣ (ΣΣ'|title }}|{{ 'ΟΔΟΣ ΣΑΣ'.title() }}|{{ 'İİ'|capitalize }}|{{ 'xİ'|title }}|{{ 'xİ'.title() }}",
+                     {kVars});
+}
+
 }  // namespace
 }  // namespace minfer::test
