@@ -10,7 +10,9 @@
 //
 // Kernels
 //   read   every weight byte once (16-byte loads, grid-stride): the streaming ceiling
-//   mmvq   mmvq() of k_mmvq.cu (a third translation unit) at N <= kMmvqRows
+//   mmvq   mmvq() of k_mmvq.cu (a third translation unit) at N <= kMatvecMaxRows: the library's
+//          routing, so above kMmvqRows the MMQ for these types unless a probe build of k_mmvq.cu
+//          drops that routing (docs/perf/2026-12-06-mmvq-rows.md)
 //   int8   k_mmq.cu's mmq_kernel (the file is #included verbatim, launched through launch_t with
 //          its K split and mmq_reduce as k_splits() picks them)
 //   f16    mmq_f16() of k_mmq_f16.cu (a second translation unit), as mmq() runs it for these
@@ -241,13 +243,12 @@ int main(int argc, char** argv) {
         if (sh.type == 0) minfer::cuda::launch_t<minfer::DType::Q4_K>(kc, a, dq, dd, N, 1, 1, dy, nullptr, dpart);
         else minfer::cuda::launch_t<minfer::DType::Q6_K>(kc, a, dq, dd, N, 1, 1, dy, nullptr, dpart);
       };
-      if (N <= minfer::cuda::kMmvqRows)
+      if (N <= minfer::cuda::kMatvecMaxRows)
         bench("mmvq", N, 1, [&](const uint8_t* w) {
           a.data = const_cast<uint8_t*>(w);
           minfer::cuda::mmvq(kc, a, dq, dd, N, 1, 1, dy, nullptr, dpart);
         });
-      else
-        bench("int8", N, ks_int8, launch_int8);
+      if (N > minfer::cuda::kMmvqRows) bench("int8", N, ks_int8, launch_int8);
       if (f16_ok)
         bench("f16", N, ks_f16, [&](const uint8_t* w) {
           a.data = const_cast<uint8_t*>(w);
