@@ -6,8 +6,8 @@
 # attn_probe_new.xz (scripts/probes/attn_decode_probe.cu built at the new commit). Steps: the probe
 # if carried (timings, float64 check, the two combines bit for bit), the CUDA op tests of the new
 # build, then the 7B Q4_K_M benchmarks, new and base interleaved (NPL: batched-bench's batch
-# sizes). The model tests need the fixtures of .dev: scripts/probes/final_check.sh in a call of
-# their own.
+# sizes; DEPTHS: minfer-bench's; Q8=0 skips the q8_0 KV run). The model tests need the fixtures
+# of .dev: scripts/probes/final_check.sh in a call of their own.
 set -o pipefail
 source "$(dirname "$0")/common.sh"
 untar .devq/payload.tar.xz /tmp/new
@@ -27,8 +27,8 @@ for i in 1 2; do
   for side in /tmp/new /tmp/base; do
     left ${T_BENCH:-540} || break
     table $side minfer-batched-bench -m $m --device cuda -npp 512 -ntg 128 -npl ${NPL:-1,4,16}
-    table $side minfer-bench -m $m --device cuda -p 0 -n 64 -d 0,32768 -r 2
-    table $side minfer-bench -m $m --device cuda -p 0 -n 64 -d 32768 -r 2 --cache-type q8_0 | sed 's/^/q8_0 /'
+    table $side minfer-bench -m $m --device cuda -p 0 -n 64 -d ${DEPTHS:-0,32768} -r 2
+    [[ ${Q8:-1} == 1 ]] && table $side minfer-bench -m $m --device cuda -p 0 -n 64 -d 32768 -r 2 --cache-type q8_0 | sed 's/^/q8_0 /'
   done
 done
 echo "done $((SECONDS - t0)) s"
