@@ -12,7 +12,7 @@ source "$(dirname "$0")/common.sh"
 for v in base rpw2 rpw4 rpw2x rpw4x; do unxz .devq/mmq_probe_$v.xz /tmp/p_$v x; done
 probe() { timeout "${T_SHAPE:-20}" /tmp/p_$1 "$2" "$3" | grep -E '^\| ' | grep -v -- '---' | sed "s/^/$1 /"; }
 for s in gate_up q4k_down q6k_down; do probe base $s f16 | grep -E '\| (1|2|4|8|9|16) \|'; done
-for r in 1 2; do
+for r in $(seq ${ROUNDS:-1}); do
   for v in rpw2 rpw4 base; do
     for s in gate_up q4k_down q6k_down qkv; do probe $v $s mmvq | grep -E '\| (1|2|4|8) \|'; done
   done
