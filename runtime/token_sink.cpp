@@ -6,9 +6,7 @@ namespace minfer {
 
 TokenSink::TokenSink(const tokenizer::Tokenizer& tok, Sampler& sampler, const GenerateParams& params,
                      GenerateResult& result, const std::function<void(std::string_view)>& on_text)
-    : tok_(tok), sampler_(sampler), params_(params), r_(result), on_text_(on_text), dec_(tok, /*skip_special=*/true) {
-  for (const auto& s : params_.stop) hold_ = std::max(hold_, s.size());
-}
+    : tok_(tok), sampler_(sampler), params_(params), r_(result), on_text_(on_text), dec_(tok, /*skip_special=*/true) {}
 
 void TokenSink::emit(const std::string& s) {
   if (s.empty()) return;
@@ -24,23 +22,29 @@ bool TokenSink::push(int32_t id) {
     return false;
   }
   pending_ += dec_.push(id);
-  for (const auto& s : params_.stop) {
-    if (s.empty()) continue;
-    if (auto at = pending_.find(s); at != std::string::npos) {
-      emit(pending_.substr(0, at));
-      pending_.clear();
-      r_.stop_reason = "stop";
-      return false;
-    }
+  // The earliest stop string in the text ends the run (a token may complete two at once).
+  size_t first = std::string::npos;
+  for (const auto& s : params_.stop)
+    if (!s.empty()) first = std::min(first, pending_.find(s));
+  if (first != std::string::npos) {
+    emit(pending_.substr(0, first));
+    pending_.clear();
+    r_.stop_reason = "stop";
+    return false;
   }
-  if (pending_.size() >= hold_) {
-    // Stream all but the last hold_ - 1 bytes (they may start a stop string), never splitting a
-    // UTF-8 sequence.
-    size_t cut = pending_.size() - (hold_ > 0 ? hold_ - 1 : 0);
-    while (cut > 0 && cut < pending_.size() && (static_cast<unsigned char>(pending_[cut]) & 0xC0) == 0x80) --cut;
-    emit(pending_.substr(0, cut));
-    pending_.erase(0, cut);
-  }
+  // Stream all but the longest tail that is a proper prefix of some stop string (it may still
+  // become one), never splitting a UTF-8 sequence.
+  size_t keep = 0;
+  for (const auto& s : params_.stop)
+    for (size_t n = std::min(s.size() - (s.empty() ? 0 : 1), pending_.size()); n > keep; --n)
+      if (pending_.compare(pending_.size() - n, n, s, 0, n) == 0) {
+        keep = n;
+        break;
+      }
+  size_t cut = pending_.size() - keep;
+  while (cut > 0 && cut < pending_.size() && (static_cast<unsigned char>(pending_[cut]) & 0xC0) == 0x80) --cut;
+  emit(pending_.substr(0, cut));
+  pending_.erase(0, cut);
   if (params_.cancel && params_.cancel->load()) {
     r_.stop_reason = "cancelled";
     return false;

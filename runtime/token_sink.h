@@ -41,7 +41,6 @@ class TokenSink {
   const std::function<void(std::string_view)>& on_text_;
   tokenizer::StreamDecoder dec_;
   std::string pending_;  // decoded text not yet streamed: may be the start of a stop string
-  size_t hold_ = 0;      // longest stop string
 };
 
 }  // namespace minfer

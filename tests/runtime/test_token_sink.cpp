@@ -125,6 +125,40 @@ TEST(TokenSink, HeldBackTextIsReleasedWhenRuledOut) {
   expect_clean(run, kText, "no stop");
 }
 
+// Only a tail that is a proper prefix of a stop string waits: other text streams with its token
+// (a long stop string of another letter held back the whole output before).
+TEST(TokenSink, OnlyAPossibleStartOfAStopStringIsHeldBack) {
+  SamplerParams sp;
+  sp.temp = 0;
+  Sampler sampler(sp);
+  GenerateParams gp;
+  gp.n_predict = -1;
+  gp.stop = {std::string(400, 'Z'), "os!"};
+  GenerateResult r;
+  std::string streamed;
+  std::function<void(std::string_view)> on_text = [&](std::string_view s) { streamed += s; };
+  TokenSink sink(byte_tokenizer(), sampler, gp, r, on_text);
+  const std::string text = "import os\nZZ";
+  const std::vector<std::string> want = {"i", "im", "imp", "imp", "impor", "import", "import ", "import ",
+                                         "import ", "import os\n", "import os\n", "import os\n"};
+  for (size_t i = 0; i < text.size(); ++i) {
+    ASSERT_TRUE(sink.push(static_cast<unsigned char>(text[i])));
+    EXPECT_EQ(streamed, want[i]) << "after byte " << i;
+  }
+  sink.finish();
+  EXPECT_EQ(streamed, text);
+}
+
+// Of two stop strings completed by one token, the one that starts first ends the text.
+TEST(TokenSink, TheEarliestStopStringEndsTheText) {
+  GenerateParams gp;
+  gp.n_predict = -1;
+  gp.stop = {"c", "bc"};
+  const Fed run = feed("abcd", gp);
+  EXPECT_EQ(run.r.stop_reason, "stop");
+  expect_clean(run, "a", "earliest stop");
+}
+
 TEST(TokenSink, CancelStopsAfterTheCurrentToken) {
   std::atomic<bool> cancel{true};
   GenerateParams gp;
