@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -47,6 +48,19 @@ thread_local bool g_routed = false;
 // CORS, as llama-server: any origin may call the API from a browser. The preflight (OPTIONS)
 // names the headers a call may carry; it never carries the API key itself.
 constexpr const char* kCorsAllowHeaders = "Authorization, Content-Type, X-Api-Key";
+
+// A comma-separated list of HTTP header names (RFC 9110 tokens, optional spaces), as a
+// preflight's Access-Control-Request-Headers carries; at most 4 KiB.
+bool is_header_name_list(const std::string& v) {
+  if (v.empty() || v.size() > 4096) return false;
+  bool name = false;
+  for (const char c : v) {
+    if (std::isalnum(static_cast<unsigned char>(c)) || (c != '\0' && std::strchr("!#$%&'*+-.^_`|~", c))) name = true;
+    else if (c == ',' && name) name = false;
+    else if (c != ' ' && c != '\t') return false;
+  }
+  return name;
+}
 
 std::string new_id(const char* prefix) {
   static std::atomic<uint64_t> n{0};
@@ -665,12 +679,17 @@ void Server::install(HttpServer& http) {
     const std::string allowed = method;
     // A browser's CORS preflight before a call with an API key or a JSON body: no key needed
     // (a preflight never carries one), 204 with what the path accepts.
-    Handler preflight = [allowed](const httplib::Request&, httplib::Response& res) {
+    // The headers allowed are those the browser asks for (clients add their own: the OpenAI
+    // SDKs send X-Stainless-*; the server reads only the ones it knows), echoed rather than "*",
+    // which does not cover Authorization (Fetch standard).
+    Handler preflight = [allowed](const httplib::Request& req, httplib::Response& res) {
       const std::string methods = allowed_methods(allowed);
+      const std::string asked = req.get_header_value("Access-Control-Request-Headers");
       res.status = 204;
       res.set_header("Allow", methods);
       res.set_header("Access-Control-Allow-Methods", methods);
-      res.set_header("Access-Control-Allow-Headers", kCorsAllowHeaders);
+      res.set_header("Access-Control-Allow-Headers", is_header_name_list(asked) ? asked : kCorsAllowHeaders);
+      res.set_header("Vary", "Access-Control-Request-Headers");
       res.set_header("Access-Control-Max-Age", "86400");
     };
     http.Options(path, preflight);
