@@ -234,19 +234,37 @@ std::vector<int32_t> chat_prompt(const json& body, const tokenizer::Tokenizer& t
   // the model; "none" keeps them from it, so the model is not told it could call them. Forcing a
   // call ("required", a named function) needs constrained decoding, which minfer does not have:
   // refused rather than ignored.
+  // The deprecated `functions` / `function_call` (the API's earlier spelling) are read as
+  // `tools` / `tool_choice`.
+  const json* tc = get(body, "tool_choice");
+  const json* tools = get(body, "tools");
+  const char* tc_name = "tool_choice";
+  json legacy_tools;
+  if (const json* fc = get(body, "function_call")) {
+    if (tc) throw BadRequest("give 'tool_choice' or the deprecated 'function_call', not both");
+    tc = fc;
+    tc_name = "function_call";
+  }
+  if (const json* fs = get(body, "functions")) {
+    if (tools) throw BadRequest("give 'tools' or the deprecated 'functions', not both");
+    if (!fs->is_array()) throw BadRequest("'functions' must be an array");
+    legacy_tools = json::array();
+    for (const json& f : *fs) legacy_tools.push_back({{"type", "function"}, {"function", f}});
+    tools = &legacy_tools;
+  }
   bool use_tools = true;
-  if (const json* tc = get(body, "tool_choice")) {
+  if (tc) {
     if (tc->is_string() && (*tc == "none" || *tc == "auto")) {
       use_tools = *tc == "auto";
     } else if (tc->is_string() && *tc == "required") {
-      throw BadRequest("'tool_choice' \"required\" is not supported (only \"auto\" and \"none\")");
+      throw BadRequest(fmt::format("'{}' \"required\" is not supported (only \"auto\" and \"none\")", tc_name));
     } else if (tc->is_object()) {
-      throw BadRequest(fmt::format("'tool_choice' naming a function ({}) is not supported (only \"auto\" and \"none\")", shown(*tc)));
+      throw BadRequest(fmt::format("'{}' naming a function ({}) is not supported (only \"auto\" and \"none\")", tc_name, shown(*tc)));
     } else {
-      throw BadRequest(fmt::format("'tool_choice' must be \"auto\" or \"none\", got {}", shown(*tc)));
+      throw BadRequest(fmt::format("'{}' must be \"auto\" or \"none\", got {}", tc_name, shown(*tc)));
     }
   }
-  if (const json* tools = get(body, "tools")) {
+  if (tools) {
     if (!tools->is_array()) throw BadRequest("'tools' must be an array");
     if (use_tools) in.tools = examples::json_to_value(*tools);
   }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "api.h"
+#include "chat/jinja/json.h"
 #include "common/test_util.h"
 #include "load.h"
 #include "server_harness.h"
@@ -207,6 +208,29 @@ TEST(ServerApiParse, ToolChoice) {
   EXPECT_NE(msg.find("not supported"), std::string::npos) << msg;
   EXPECT_NE(P.refusal({{"messages", msgs}, {"tools", tools}, {"tool_choice", "sometimes"}}, true), "");
   EXPECT_NE(P.refusal({{"messages", msgs}, {"tools", tools}, {"tool_choice", 1}}, true), "");
+}
+
+// The deprecated `functions` / `function_call` are `tools` / `tool_choice` in the API's earlier
+// spelling: the template sees the same tools, "none" hides them, a forced call is refused naming
+// the field given, and a request may not give both spellings.
+TEST(ServerApiParse, LegacyFunctionsAreTools) {
+  Parser P;
+  const server::json fn = {{"name", "get_weather"}, {"parameters", {{"type", "object"}}}};
+  const server::json msgs = {{{"role", "user"}, {"content", "hi"}}};
+  P.chat({{"messages", msgs}, {"tools", server::json::array({{{"type", "function"}, {"function", fn}}})}});
+  const std::string want = jinja::to_json(P.rendered.tools).s;
+  P.rendered = {};
+  P.chat({{"messages", msgs}, {"functions", server::json::array({fn})}});
+  EXPECT_EQ(jinja::to_json(P.rendered.tools).s, want);
+  P.chat({{"messages", msgs}, {"functions", server::json::array({fn})}, {"function_call", "none"}});
+  EXPECT_TRUE(P.rendered.tools.is_undefined());
+  std::string msg = P.refusal({{"messages", msgs}, {"functions", server::json::array({fn})}, {"function_call", {{"name", "get_weather"}}}}, true);
+  EXPECT_NE(msg.find("'function_call' naming a function"), std::string::npos) << msg;
+  msg = P.refusal({{"messages", msgs}, {"functions", server::json::array({fn})}, {"tools", server::json::array()}}, true);
+  EXPECT_NE(msg.find("not both"), std::string::npos) << msg;
+  msg = P.refusal({{"messages", msgs}, {"function_call", "auto"}, {"tool_choice", "auto"}}, true);
+  EXPECT_NE(msg.find("not both"), std::string::npos) << msg;
+  EXPECT_NE(P.refusal({{"messages", msgs}, {"functions", fn}}, true).find("'functions' must be an array"), std::string::npos);
 }
 
 TEST(ServerApiParse, PercentileIsNearestRank) {
