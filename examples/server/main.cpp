@@ -87,11 +87,13 @@ int main(int argc, char** argv) {
       srv.stop(http, port);
     });
     const auto& e = srv.engine();
+    // An IPv6 literal is bracketed in a URL (RFC 3986): http://[::1]:8080
+    const std::string url_host = host.find(':') != std::string::npos ? "[" + host + "]" : host;
     std::fprintf(stderr,
                  "minfer-server: %s on %s, %d slots, queue %d, KV pool %d tokens (%d per sequence), prefix cache %s; "
                  "listening on http://%s:%d\n",
                  L.file->name().c_str(), L.device_names().c_str(), e.n_parallel(), e.queue(), e.n_ctx_pool(),
-                 e.n_ctx_seq(), sp.engine.prefix_cache ? "on" : "off", host.c_str(), port);
+                 e.n_ctx_seq(), sp.engine.prefix_cache ? "on" : "off", url_host.c_str(), port);
     http.listen_after_bind();
     if (!leaving.exchange(true)) pthread_kill(stopper.native_handle(), SIGTERM);  // release the waiter
     stopper.join();
