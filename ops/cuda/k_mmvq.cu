@@ -258,12 +258,12 @@ __device__ __forceinline__ float q6k_slice_dot(const Q6Slice& r, int p, const in
 template <DType T>
 __device__ __forceinline__ float unit_dot_a(const WUnit& w, const int* a, float2 ds);
 
-template <DType T>
-__device__ __forceinline__ float unit_dot(const WUnit& w, const int8_t* aq, float2 ds) {
+// One unit's 32 activation quants as eight words (two 16-byte loads).
+__device__ __forceinline__ void load_act(const int8_t* aq, int (&a)[8]) {
   const int4* ap = reinterpret_cast<const int4*>(aq);
   const int4 a0 = ap[0], a1 = ap[1];
-  const int a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-  return unit_dot_a<T>(w, a, ds);
+  a[0] = a0.x; a[1] = a0.y; a[2] = a0.z; a[3] = a0.w;
+  a[4] = a1.x; a[5] = a1.y; a[6] = a1.z; a[7] = a1.w;
 }
 
 // The unit's weight quants against the activation quants a[8] (32 int8) of scale/sum ds. The
@@ -302,11 +302,15 @@ __device__ __forceinline__ float unit_dot_a(const WUnit& w, const int* a, float2
 
 constexpr int kWarpsPerBlock = 4;
 
-// Weight rows per warp: Q6_K takes several rows per warp from two activation rows on (each
-// activation load then serves RPW rows; measured 1.7x at four rows on the 7B LM head), the unit
-// layout one (more rows per warp measured slower for Q4_K).
+// Weight rows per warp: each activation load then serves RPW weight rows. The unit layout takes
+// two at two activation rows and four from three on; Q6_K's slices two or four from two on
+// (measured 1.7x at four rows on the 7B LM head). Whole 7B Q4_K_M on an H100
+// (docs/perf/2026-12-06-mmvq-rows.md): S_TG at B = 4 +18 %, at B = 8 +13 %; at B = 2 one row per
+// warp in this loop measured 2.5 % slower than two.
 constexpr int rows_per_warp(DType t, int nc) {
-  return t == DType::Q6_K && nc > 1 && nc <= kMmvqRows ? (nc <= 3 ? 2 : 4) : 1;
+  if (nc <= 1 || nc > kMmvqRows) return 1;
+  if (t == DType::Q6_K) return nc <= 3 ? 2 : 4;
+  return nc == 2 ? 2 : 4;
 }
 
 // This lane's partial dots of RPW weight rows with NC q8_1 activation rows (q0/d0: [NC][K] quants,
@@ -335,27 +339,39 @@ __device__ __forceinline__ void lane_dots(const uint8_t* const (&rows)[RPW], int
       }
     }
   } else {
-    static_assert(RPW == 1, "the unit layout takes one weight row per warp (rows_per_warp)");
-    const uint8_t* row = rows[0];
-    // Two units per lane and iteration: both units' weight loads are independent and issue
-    // before either is used, doubling the bytes in flight per warp (decode is bound by memory
-    // latency).
+    // Two units per lane and iteration and row: all weight loads issue before any is used (decode
+    // is bound by memory latency), and each unit's activation quants are loaded once for the RPW
+    // rows. A (row, activation row) pair sums exactly as at RPW = 1: the same bits at any N.
     int u = lane;
     for (; u + 32 < U; u += 64) {
-      WUnit w0, w1;
-      decode_unit<T>(row, u, w0);
-      decode_unit<T>(row, u + 32, w1);
+      WUnit w0[RPW], w1[RPW];
 #pragma unroll
-      for (int c = 0; c < NC; ++c)
-        acc[0][c] += unit_dot<T>(w0, q0 + c * K + static_cast<int64_t>(u) * 32, d0[c * U + u]) +
-                     unit_dot<T>(w1, q0 + c * K + static_cast<int64_t>(u + 32) * 32, d0[c * U + u + 32]);
+      for (int i = 0; i < RPW; ++i) {
+        decode_unit<T>(rows[i], u, w0[i]);
+        decode_unit<T>(rows[i], u + 32, w1[i]);
+      }
+#pragma unroll
+      for (int c = 0; c < NC; ++c) {
+        int a0[8], a1[8];
+        load_act(q0 + c * K + static_cast<int64_t>(u) * 32, a0);
+        load_act(q0 + c * K + static_cast<int64_t>(u + 32) * 32, a1);
+        const float2 s0 = d0[c * U + u], s1 = d0[c * U + u + 32];
+#pragma unroll
+        for (int i = 0; i < RPW; ++i) acc[i][c] += unit_dot_a<T>(w0[i], a0, s0) + unit_dot_a<T>(w1[i], a1, s1);
+      }
     }
     if (u < U) {
-      WUnit wu;
-      decode_unit<T>(row, u, wu);
+      WUnit wu[RPW];
 #pragma unroll
-      for (int c = 0; c < NC; ++c)
-        acc[0][c] += unit_dot<T>(wu, q0 + c * K + static_cast<int64_t>(u) * 32, d0[c * U + u]);
+      for (int i = 0; i < RPW; ++i) decode_unit<T>(rows[i], u, wu[i]);
+#pragma unroll
+      for (int c = 0; c < NC; ++c) {
+        int a0[8];
+        load_act(q0 + c * K + static_cast<int64_t>(u) * 32, a0);
+        const float2 s0 = d0[c * U + u];
+#pragma unroll
+        for (int i = 0; i < RPW; ++i) acc[i][c] += unit_dot_a<T>(wu[i], a0, s0);
+      }
     }
   }
 }
