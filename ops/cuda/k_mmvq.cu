@@ -2,8 +2,8 @@
 // lacks (N <= kMatvecMaxRows = 16 activation rows); mmvq() is the one entry point of both.
 //
 // Activations are quantized once per matmul to q8_1 planes (int8 quants [rows][K] and per
-// 32-element block float2 (d, d * sum(q))). A warp computes one weight row (Q6_K: RPW rows for
-// several activation rows); its lanes walk the row in one of two layouts:
+// 32-element block float2 (d, d * sum(q))). A warp computes one weight row, or RPW rows from two
+// activation rows on (rows_per_warp); its lanes walk the rows in one of two layouts:
 // - units (every type but Q6_K): lane l takes the 32-element units l, l + 32, ...; a unit's weight
 //   quants are unpacked into eight 32-bit words of int8 lanes and dotted with the activation
 //   quants by __dp4a, then scaled:
