@@ -20,10 +20,29 @@ Value method(Value self, Function f) {
   return Value::function(std::move(f));
 }
 
-bool prefix_match(const Value& self, const Value& arg, bool suffix) {
+// The part of `self` that str.find / count / startswith / ... search given their optional start
+// and end (arguments `at` and `at + 1`, None allowed), as Python adjusts them: negatives count
+// from the end, end is clamped to the length, and a start past the end leaves nothing to search
+// — not even the empty string (nullopt). The second value is the start in code points.
+std::optional<std::pair<Text, int64_t>> search_range(const Value& self, CallArgs& a, size_t at) {
+  const Value sv = a.get(at, "start"), ev = a.get(at + 1, "end");
+  const auto n = static_cast<int64_t>(pystr::length(self.str));
+  auto index = [&](const Value& v, int64_t none, const char* what) {
+    if (v.is_undefined() || v.is_none()) return none;
+    const int64_t i = need_int(v, what);
+    return i < 0 ? std::max<int64_t>(0, i + n) : i;
+  };
+  const int64_t start = index(sv, 0, "start"), end = std::min(n, index(ev, n, "end"));
+  if (start > end) return std::nullopt;
+  return std::make_pair(pystr::span(self.str, static_cast<size_t>(start), static_cast<size_t>(end)), start);
+}
+
+bool prefix_match(const Value& self, CallArgs& a, bool suffix) {
+  const Value arg = a.get(0, "prefix");
+  const auto r = search_range(self, a, 1);
   auto one = [&](const Value& p) {
     const std::string s = need_string(p, suffix ? "endswith's argument" : "startswith's argument");
-    return suffix ? self.str.s.ends_with(s) : self.str.s.starts_with(s);
+    return r && (suffix ? r->first.s.ends_with(s) : r->first.s.starts_with(s));
   };
   if (arg.is_list()) return std::any_of(arg.list->begin(), arg.list->end(), one);
   return one(arg);
@@ -32,7 +51,7 @@ bool prefix_match(const Value& self, const Value& arg, bool suffix) {
 Value string_method(const Value& self, std::string_view name) {
   const std::string n(name);
   if (n == "startswith" || n == "endswith")
-    return method(self, [self, n](Interpreter&, CallArgs& a) { return Value::boolean(prefix_match(self, a.get(0, "prefix"), n == "endswith")); });
+    return method(self, [self, n](Interpreter&, CallArgs& a) { return Value::boolean(prefix_match(self, a, n == "endswith")); });
   if (n == "strip" || n == "lstrip" || n == "rstrip")
     return method(self, [self, n](Interpreter&, CallArgs& a) {
       return Value::string(pystr::strip(self.str, opt_string(a.get(0, "chars"), "chars"), n != "rstrip", n != "lstrip"));
@@ -54,12 +73,18 @@ Value string_method(const Value& self, std::string_view name) {
     });
   if (n == "find" || n == "rfind" || n == "index" || n == "rindex")
     return method(self, [self, n](Interpreter&, CallArgs& a) {
-      const int64_t at = pystr::find(self.str, need_string(a.get(0, "sub"), "sub"), n[0] == 'r');
+      const std::string sub = need_string(a.get(0, "sub"), "sub");
+      const auto r = search_range(self, a, 1);
+      const int64_t at = r ? pystr::find(r->first, sub, n[0] == 'r') : -1;
       if (at < 0 && (n == "index" || n == "rindex")) fail("substring not found");
-      return Value::integer(at);
+      return Value::integer(at < 0 ? -1 : at + r->second);
     });
   if (n == "count")
-    return method(self, [self](Interpreter&, CallArgs& a) { return Value::integer(pystr::count(self.str, need_string(a.get(0, "sub"), "sub"))); });
+    return method(self, [self](Interpreter&, CallArgs& a) {
+      const std::string sub = need_string(a.get(0, "sub"), "sub");
+      const auto r = search_range(self, a, 1);
+      return Value::integer(r ? pystr::count(r->first, sub) : 0);
+    });
   if (n == "join")
     return method(self, [self](Interpreter& in, CallArgs& a) {
       Text out;

@@ -130,6 +130,12 @@ std::vector<Text> chars(const Text& t) {
 
 size_t length(const Text& t) { return scan(t.s).size(); }
 
+Text span(const Text& t, size_t a, size_t b) {
+  const auto cs = scan(t.s);
+  const size_t from = a < cs.size() ? cs[a].pos : t.s.size(), to = b < cs.size() ? cs[b].pos : t.s.size();
+  return t.substr(from, to - from);
+}
+
 std::optional<Text> char_at(const Text& t, int64_t k) {
   if (k < 0) k += static_cast<int64_t>(length(t));
   if (k < 0) return std::nullopt;

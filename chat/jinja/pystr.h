@@ -17,6 +17,8 @@ size_t length(const Text& t);
 /// Python's t[k]: code point k (counted from the end when k < 0) as a Text; nullopt when out of
 /// range. Walks only to code point k when k >= 0.
 std::optional<Text> char_at(const Text& t, int64_t k);
+/// Code points [a, b) of `t` (a <= b <= length(t)).
+Text span(const Text& t, size_t a, size_t b);
 
 /// str.strip / lstrip / rstrip: `chars` absent strips Unicode whitespace.
 Text strip(const Text& t, const std::optional<std::string>& chars, bool left, bool right);
@@ -27,7 +29,9 @@ std::vector<Text> split(const Text& t, const std::optional<std::string>& sep, in
 std::vector<Text> splitlines(const Text& t);
 /// str.replace(old, new, count); count < 0: all.
 Text replace(const Text& t, const std::string& old, const Text& repl, int64_t count);
-/// str.upper / lower / title / capitalize (simple case mapping per code point).
+/// str.upper / lower / title / capitalize: the simple case mapping per code point, but for the
+/// full mappings of SpecialCasing that Latin text meets (ß, the ligatures, İ) and lower's
+/// Final_Sigma.
 Text upper(const Text& t);
 Text lower(const Text& t);
 Text title(const Text& t);

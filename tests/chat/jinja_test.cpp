@@ -269,6 +269,20 @@ TEST(Jinja, NumberConversionsAndIndexingAsInPython) {
                      {kVars});
 }
 
+// str.find / rfind / index / rindex / count / startswith / endswith with start and end, adjusted
+// as Python does (negatives from the end, end clamped, a start past the end finds nothing, not
+// even the empty string), counted in code points.
+TEST(Jinja, SearchMethodsTakeStartAndEnd) {
+  NEED_ORACLE();
+  expect_like_jinja2("{{ u.find('n', 1) }}|{{ u.find('n', 2) }}|{{ u.find('a', 10, 1) }}|{{ u.rfind('s', 0, 9) }}|{{ u.find('', 5) }}"
+                     "|{{ u.find('', 99) }}|{{ u.rfind('', 1, 2) }}|{{ u.find('t', -5) }}|{{ u.find('t', none, 3) }}"
+                     "|{{ u.index('r', 3) }}|{{ u.rindex('r', 0, -2) }}|{{ u.count('s', none, 9) }}|{{ u.count('', 2, 1) }}"
+                     "|{{ u.count('', 3, 5) }}|{{ u.count('') }}|{{ u.startswith('ï', 2) }}|{{ u.startswith(('x', 'ẞ'), 4, 5) }}"
+                     "|{{ u.endswith('ẞ', 0, 5) }}|{{ u.endswith('e', -1) }}|{{ u.startswith('', 12) }}|{{ u.startswith('', 13) }}",
+                     {kVars});
+  expect_like_jinja2("{{ u.index('ü', 1) }}", {kVars});  // an error in both
+}
+
 // Python's full lowercase where it differs from the simple one-to-one mapping: İ becomes i plus a
 // combining dot, and a capital sigma at the end of a word becomes ς (Final_Sigma: apostrophes,
 // periods and combining marks are skipped when looking for the letters beside it), also in
