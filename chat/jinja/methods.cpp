@@ -110,10 +110,7 @@ Value string_method(const Value& self, std::string_view name) {
     return method(self, [self, n](Interpreter&, CallArgs&) {
       const std::string& s = self.str.s;
       if (s.empty()) return Value::boolean(false);
-      if (n == "isupper" || n == "islower") {
-        const bool up = pystr::upper(self.str).s == s, low = pystr::lower(self.str).s == s;
-        return Value::boolean(n == "isupper" ? up && !low : low && !up);
-      }
+      if (n == "isupper" || n == "islower") return Value::boolean(n == "isupper" ? pystr::isupper(self.str) : pystr::islower(self.str));
       for (unsigned char c : s) {
         if (c >= 0x80) fail("unsupported: str." + n + "() on non-ASCII text");
         const bool ok = n == "isdigit" ? std::isdigit(c) : n == "isalpha" ? std::isalpha(c) : std::isalnum(c);

@@ -81,7 +81,27 @@ std::string mapped(utf8proc_int32_t c) { return encode(static_cast<char32_t>(c))
 
 bool is_cased(char32_t c) {
   const auto x = static_cast<utf8proc_int32_t>(c);
-  return utf8proc_tolower(x) != x || utf8proc_toupper(x) != x || utf8proc_category(x) == UTF8PROC_CATEGORY_LT;
+  switch (utf8proc_category(x)) {
+    case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT: return true;
+    default: return utf8proc_tolower(x) != x || utf8proc_toupper(x) != x;
+  }
+}
+
+// Python's full titlecase where SpecialCasing gives more than one character (Latin text), else
+// the simple mapping.
+std::string title_of(char32_t c) {
+  switch (c) {
+    case 0xDF: return "Ss";
+    case 0xFB00: return "Ff";
+    case 0xFB01: return "Fi";
+    case 0xFB02: return "Fl";
+    case 0xFB03: return "Ffi";
+    case 0xFB04: return "Ffl";
+    case 0xFB05:
+    case 0xFB06: return "St";
+    case 0x149: return "\u02bcN";
+    default: return mapped(utf8proc_totitle(static_cast<utf8proc_int32_t>(c)));
+  }
 }
 
 // Unicode's Case_Ignorable: marks, format characters, modifier letters and symbols, and the
@@ -323,7 +343,7 @@ Text lower(const Text& t) {
 
 Text capitalize(const Text& t) {
   return map_chars(t, [](char32_t c, size_t k, const std::vector<Char>& cs) {
-    return k == 0 ? mapped(utf8proc_totitle(static_cast<utf8proc_int32_t>(c))) : lower_at(cs, k);
+    return k == 0 ? title_of(c) : lower_at(cs, k);
   });
 }
 
@@ -331,7 +351,7 @@ Text title(const Text& t) {
   // Python: a letter after a non-cased character starts a word (uppercased), others lowercase.
   return map_chars(t, [](char32_t c, size_t k, const std::vector<Char>& cs) {
     const bool prev_cased = k > 0 && is_cased(cs[k - 1].cp);
-    return prev_cased ? lower_at(cs, k) : mapped(utf8proc_totitle(static_cast<utf8proc_int32_t>(c)));
+    return prev_cased ? lower_at(cs, k) : title_of(c);
   });
 }
 
@@ -355,5 +375,20 @@ bool isspace(const Text& t) {
     if (!is_py_space(c.cp)) return false;
   return true;
 }
+
+namespace {
+bool cased_without(const Text& t, utf8proc_category_t a, utf8proc_category_t b) {
+  bool cased = false;
+  for (const Char& c : scan(t.s)) {
+    const auto cat = utf8proc_category(static_cast<utf8proc_int32_t>(c.cp));
+    if (cat == a || cat == b) return false;
+    cased = cased || is_cased(c.cp);
+  }
+  return cased;
+}
+}  // namespace
+
+bool islower(const Text& t) { return cased_without(t, UTF8PROC_CATEGORY_LU, UTF8PROC_CATEGORY_LT); }
+bool isupper(const Text& t) { return cased_without(t, UTF8PROC_CATEGORY_LL, UTF8PROC_CATEGORY_LT); }
 
 }  // namespace minfer::jinja::pystr

@@ -42,5 +42,9 @@ int64_t find(const Text& t, const std::string& sub, bool from_right);
 int64_t count(const Text& t, const std::string& sub);
 /// True when every character is whitespace (and there is at least one).
 bool isspace(const Text& t);
+/// str.islower / isupper: at least one cased character and none uppercase or titlecase
+/// (islower) / lowercase or titlecase (isupper), by general category.
+bool islower(const Text& t);
+bool isupper(const Text& t);
 
 }  // namespace minfer::jinja::pystr

@@ -30,8 +30,8 @@ bool apply_test(Interpreter& in, std::string_view name, const Value& v, CallArgs
   if (name == "iterable") return v.is_list() || v.is_dict() || v.is_string() || v.is_undefined();
   if (name == "sequence") return v.is_list() || v.is_dict() || v.is_string() || v.is_undefined();
   if (name == "callable") return v.is_callable();
-  if (name == "lower") return v.is_string() && pystr::lower(v.str).s == v.str.s && pystr::upper(v.str).s != v.str.s;
-  if (name == "upper") return v.is_string() && pystr::upper(v.str).s == v.str.s && pystr::lower(v.str).s != v.str.s;
+  if (name == "lower") return v.is_string() && pystr::islower(v.str);
+  if (name == "upper") return v.is_string() && pystr::isupper(v.str);
   if (name == "even" || name == "odd") {
     const int64_t x = need_int(v, "the value");
     return (x % 2 == 0) == (name == "even");

@@ -286,12 +286,19 @@ TEST(Jinja, SearchMethodsTakeStartAndEnd) {
 // Python's full lowercase where it differs from the simple one-to-one mapping: İ becomes i plus a
 // combining dot, and a capital sigma at the end of a word becomes ς (Final_Sigma: apostrophes,
 // periods and combining marks are skipped when looking for the letters beside it), also in
-// capitalize(), title() and Jinja2's own title filter (which lowercases each word's rest apart).
+// capitalize(), title() and Jinja2's own title filter (which lowercases each word's rest apart);
+// the titlecase of ß and the Latin ligatures; islower / isupper.
 TEST(Jinja, LowercaseAsPythonsFullMapping) {
   NEED_ORACLE();
   expect_like_jinja2("{{ 'İSTANBUL ΟΔΟΣ ΣΑΣ.'|lower }}|{{ 'Σ'|lower }}|{{ 'AΣ'|lower }}|{{ \"ΑΣ'Α ΑΣ. ΑΣ.Β\"|lower }}"
                      "|{{ 'ΑΣ\u0301 Β'|lower }}|{{ '.Σ.'|lower }}|{{ 'ΟΔΟΣ ΣΑΣ'.lower() }}|{{ 'ΟΔΟΣ ΣΑΣ'|capitalize }}"
                      "|{{ 'ΟΔΟΣ ΣΑΣ-ΑΣ (ΣΣ'|title }}|{{ 'ΟΔΟΣ ΣΑΣ'.title() }}|{{ 'İİ'|capitalize }}|{{ 'xİ'|title }}|{{ 'xİ'.title() }}",
+                     {kVars});
+  // Full titlecase of ß and the ligatures (a ligature is a cased letter: the next one continues
+  // its word), and islower / isupper by category.
+  expect_like_jinja2("{{ 'ß straße'.title() }}|{{ 'ß straße'|capitalize }}|{{ 'ﬁre ﬂy ŉa'.title() }}|{{ 'ΐ'.islower() }}"
+                     "|{{ 'ǰ'.islower() }}|{{ 'ᾼ'.isupper() }}|{{ 'ǅ'.isupper() }}|{{ 'ǅ'.islower() }}|{{ 'AB1'.isupper() }}"
+                     "|{{ '1'.islower() }}|{{ 'ß' is lower }}|{{ 'ÀÉ' is upper }}|{{ 'aB' is lower }}",
                      {kVars});
 }
 
