@@ -328,7 +328,7 @@ Value apply_filter(Interpreter& in, std::string_view name, const Value& v, CallA
     }
     return total;
   }
-  if (name == "wordcount") return Value::integer(static_cast<int64_t>(pystr::split(v.to_text(), std::nullopt, -1).size()));
+  if (name == "wordcount") return Value::integer(pystr::word_runs(v.to_text()));
   fail("unsupported filter '" + std::string(name) + "'");
 }
 

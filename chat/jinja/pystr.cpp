@@ -388,6 +388,24 @@ bool cased_without(const Text& t, utf8proc_category_t a, utf8proc_category_t b) 
 }
 }  // namespace
 
+int64_t word_runs(const Text& t) {
+  int64_t runs = 0;
+  bool in_word = false;
+  for (const Char& c : scan(t.s)) {
+    bool w = c.cp == '_';
+    switch (utf8proc_category(static_cast<utf8proc_int32_t>(c.cp))) {
+      case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT: case UTF8PROC_CATEGORY_LM:
+      case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_ND: case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_NO:
+        w = true;
+        break;
+      default: break;
+    }
+    if (w && !in_word) ++runs;
+    in_word = w;
+  }
+  return runs;
+}
+
 bool islower(const Text& t) { return cased_without(t, UTF8PROC_CATEGORY_LU, UTF8PROC_CATEGORY_LT); }
 bool isupper(const Text& t) { return cased_without(t, UTF8PROC_CATEGORY_LL, UTF8PROC_CATEGORY_LT); }
 

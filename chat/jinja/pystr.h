@@ -42,6 +42,9 @@ int64_t find(const Text& t, const std::string& sub, bool from_right);
 int64_t count(const Text& t, const std::string& sub);
 /// True when every character is whitespace (and there is at least one).
 bool isspace(const Text& t);
+/// The number of runs of word characters (Python's regex \w: letters, digits and numerals, '_';
+/// not combining marks): Jinja2's wordcount.
+int64_t word_runs(const Text& t);
 /// str.islower / isupper: at least one cased character and none uppercase or titlecase
 /// (islower) / lowercase or titlecase (isupper), by general category.
 bool islower(const Text& t);

@@ -283,6 +283,14 @@ TEST(Jinja, SearchMethodsTakeStartAndEnd) {
   expect_like_jinja2("{{ u.index('ü', 1) }}", {kVars});  // an error in both
 }
 
+// Jinja2's wordcount counts runs of \w in the value's text (not whitespace-separated pieces).
+TEST(Jinja, WordcountCountsWordCharacterRuns) {
+  NEED_ORACLE();
+  expect_like_jinja2("{{ 'a,b,,c'|wordcount }}|{{ 'a-b'|wordcount }}|{{ '😀👍🏽'|wordcount }}|{{ 'é\u0301x y'|wordcount }}"
+                     "|{{ 'x_y 12 ³ Ⅻ'|wordcount }}|{{ [1, 2.5, -3, 0]|wordcount }}|{{ s|wordcount }}|{{ u|wordcount }}|{{ ''|wordcount }}",
+                     {kVars});
+}
+
 // Python's full lowercase where it differs from the simple one-to-one mapping: İ becomes i plus a
 // combining dot, and a capital sigma at the end of a word becomes ς (Final_Sigma: apostrophes,
 // periods and combining marks are skipped when looking for the letters beside it), also in
