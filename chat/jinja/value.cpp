@@ -1,5 +1,7 @@
 #include "chat/jinja/value.h"
 
+#include <utf8proc.h>
+
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -180,6 +182,29 @@ Text repr_string(const Text& t) {
       char b[8];
       std::snprintf(b, sizeof b, "\\x%02x", u);
       piece = b;
+    } else if (u >= 0x80) {
+      // A character str.isprintable() rejects (controls, format characters, separators other
+      // than the space, unassigned and private-use code points) is escaped as Python does.
+      utf8proc_int32_t cp = -1;
+      const auto n = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(t.s.data() + k),
+                                      static_cast<utf8proc_ssize_t>(t.s.size() - k), &cp);
+      if (n <= 0) {  // ill-formed bytes: kept as they are
+        piece = std::string(1, c);
+      } else {
+        switch (utf8proc_category(cp)) {
+          case UTF8PROC_CATEGORY_CC: case UTF8PROC_CATEGORY_CF: case UTF8PROC_CATEGORY_CS: case UTF8PROC_CATEGORY_CO:
+          case UTF8PROC_CATEGORY_CN: case UTF8PROC_CATEGORY_ZL: case UTF8PROC_CATEGORY_ZP: case UTF8PROC_CATEGORY_ZS: {
+            char b[16];
+            std::snprintf(b, sizeof b, cp < 0x100 ? "\\x%02x" : cp < 0x10000 ? "\\u%04x" : "\\U%08x", static_cast<unsigned>(cp));
+            piece = b;
+            break;
+          }
+          default: piece = t.s.substr(k, static_cast<size_t>(n));
+        }
+        out.append_tainted(piece, t.tainted_at(k));
+        k += static_cast<size_t>(n) - 1;
+        continue;
+      }
     } else piece = std::string(1, c);
     out.append_tainted(piece, t.tainted_at(k));
   }

@@ -283,6 +283,16 @@ TEST(Jinja, SearchMethodsTakeStartAndEnd) {
   expect_like_jinja2("{{ u.index('ü', 1) }}", {kVars});  // an error in both
 }
 
+// Lists and dicts print their strings as Python's repr: characters str.isprintable() rejects
+// (no-break and other spaces, line and paragraph separators, format characters, C1 controls)
+// escaped, printable ones (accents, CJK, emoji) as they are.
+TEST(Jinja, ReprEscapesNonPrintableCharacters) {
+  NEED_ORACLE();
+  expect_like_jinja2("{{ ['\u00a0x\u2003', '\u0085\u2028\u2029\u3000', '\u00ad\ufeff\u200d', 'é中😀', '\U000e0001'] }}"
+                     "|{{ {'k': '\u00a0'} }}|{{ '\u00a0a b'|list }}",
+                     {kVars});
+}
+
 // Jinja2's wordcount counts runs of \w in the value's text (not whitespace-separated pieces).
 TEST(Jinja, WordcountCountsWordCharacterRuns) {
   NEED_ORACLE();
