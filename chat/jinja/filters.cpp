@@ -112,7 +112,9 @@ Value apply_filter(Interpreter& in, std::string_view name, const Value& v, CallA
   }
   if (name == "tojson") {
     JsonOptions o;
-    const Value indent = a.get(0, "indent", Value::none());
+    // HF's signature: tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)
+    o.ensure_ascii = a.get(0, "ensure_ascii", Value::boolean(false)).truthy();
+    const Value indent = a.get(1, "indent", Value::none());
     if (indent.is_integer()) o.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, indent.i)), ' ');
     else if (indent.is_string()) o.indent = indent.str.s;
     else if (!indent.is_none()) fail("indent must be an integer or a string");
@@ -124,7 +126,6 @@ Value apply_filter(Interpreter& in, std::string_view name, const Value& v, CallA
     } else if (!seps.is_none()) {
       fail("separators must be a pair of strings");
     }
-    if (a.get(1, "ensure_ascii", Value::boolean(false)).truthy()) fail("unsupported: tojson(ensure_ascii=true)");
     o.sort_keys = a.get(3, "sort_keys", Value::boolean(false)).truthy();
     return Value::string(to_json(v, o));
   }

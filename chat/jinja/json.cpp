@@ -1,5 +1,7 @@
 #include "chat/jinja/json.h"
 
+#include <utf8proc.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -7,7 +9,7 @@
 namespace minfer::jinja {
 namespace {
 
-void string_json(const Text& t, Text& out) {
+void string_json(const Text& t, bool ascii, Text& out) {
   out.append("\"");
   for (size_t k = 0; k < t.s.size(); ++k) {
     const char c = t.s[k];
@@ -26,6 +28,21 @@ void string_json(const Text& t, Text& out) {
           char b[8];
           std::snprintf(b, sizeof b, "\\u%04x", u);
           piece = b;
+        } else if (ascii && u >= 0x80) {
+          // ensure_ascii: \uXXXX, a UTF-16 surrogate pair above U+FFFF (ill-formed bytes as U+FFFD)
+          utf8proc_int32_t cp = -1;
+          const auto n = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(t.s.data() + k),
+                                          static_cast<utf8proc_ssize_t>(t.s.size() - k), &cp);
+          char b[16];
+          if (n <= 0) cp = 0xFFFD;
+          if (cp >= 0x10000)
+            std::snprintf(b, sizeof b, "\\u%04x\\u%04x", 0xD800u + ((static_cast<unsigned>(cp) - 0x10000u) >> 10),
+                          0xDC00u + ((static_cast<unsigned>(cp) - 0x10000u) & 0x3FFu));
+          else
+            std::snprintf(b, sizeof b, "\\u%04x", static_cast<unsigned>(cp));
+          out.append_tainted(b, t.tainted_at(k));
+          if (n > 0) k += static_cast<size_t>(n) - 1;
+          continue;
         } else {
           piece = std::string(1, c);
         }
@@ -50,7 +67,7 @@ void dump(const Value& v, const JsonOptions& o, int level, Text& out) {
       else if (std::isinf(v.f)) out.append(v.f > 0 ? "Infinity" : "-Infinity");
       else out.append(python_float_repr(v.f));
       return;
-    case Value::Kind::string: string_json(v.str, out); return;
+    case Value::Kind::string: string_json(v.str, o.ensure_ascii, out); return;
     case Value::Kind::list: {
       if (v.list->empty()) {
         out.append("[]");
@@ -83,10 +100,10 @@ void dump(const Value& v, const JsonOptions& o, int level, Text& out) {
         first = false;
         newline(level + 1);
         const Value& key = it->first;
-        if (key.is_string()) string_json(key.str, out);
+        if (key.is_string()) string_json(key.str, o.ensure_ascii, out);
         else if (key.is_none()) out.append("\"null\"");
         else if (key.kind == Value::Kind::boolean) out.append(key.b ? "\"true\"" : "\"false\"");
-        else if (key.is_number()) string_json(key.to_text(), out);
+        else if (key.is_number()) string_json(key.to_text(), o.ensure_ascii, out);
         else throw TemplateError("keys must be str, int, float, bool or None, not " + key.type_name());
         out.append(o.key_sep);
         dump(it->second, o, level + 1, out);

@@ -1,6 +1,7 @@
 // The `tojson` filter as Hugging Face defines it for chat templates: Python's
-// json.dumps(value, ensure_ascii=False, indent=indent, separators=separators,
-// sort_keys=sort_keys) — not Jinja2's HTML-escaping tojson.
+// json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
+// sort_keys=sort_keys), with HF's tojson(x, ensure_ascii=False, indent=None, separators=None,
+// sort_keys=False) — not Jinja2's HTML-escaping tojson.
 #pragma once
 
 #include <optional>
@@ -15,6 +16,7 @@ struct JsonOptions {
   std::string item_sep = ", ";        ///< json.dumps default (", " without indent, "," with)
   std::string key_sep = ": ";
   bool sort_keys = false;
+  bool ensure_ascii = false;          ///< non-ASCII as \uXXXX (surrogate pairs above U+FFFF)
 };
 
 /// Serializes `v`; string bytes keep their taint (escapes of tainted characters are tainted).

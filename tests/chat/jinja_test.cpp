@@ -293,6 +293,15 @@ TEST(Jinja, ReprEscapesNonPrintableCharacters) {
                      {kVars});
 }
 
+// tojson with HF's signature: ensure_ascii first (so tojson(2) means ensure_ascii), \uXXXX and
+// surrogate pairs for non-ASCII when asked.
+TEST(Jinja, TojsonTakesHfsArguments) {
+  NEED_ORACLE();
+  expect_like_jinja2("{{ [u, 'é中😀']|tojson(true) }}|{{ ['é']|tojson(2) }}|{{ {'é': 1}|tojson(ensure_ascii=true, indent=1) }}"
+                     "|{{ ['é']|tojson(false, 2) }}|{{ d|tojson(false, none, (',', ':'), true) }}",
+                     {kVars});
+}
+
 // Jinja2's wordcount counts runs of \w in the value's text (not whitespace-separated pieces).
 TEST(Jinja, WordcountCountsWordCharacterRuns) {
   NEED_ORACLE();
