@@ -108,15 +108,10 @@ Value string_method(const Value& self, std::string_view name) {
   if (n == "isspace") return method(self, [self](Interpreter&, CallArgs&) { return Value::boolean(pystr::isspace(self.str)); });
   if (n == "isdigit" || n == "isalpha" || n == "isalnum" || n == "isupper" || n == "islower")
     return method(self, [self, n](Interpreter&, CallArgs&) {
-      const std::string& s = self.str.s;
-      if (s.empty()) return Value::boolean(false);
-      if (n == "isupper" || n == "islower") return Value::boolean(n == "isupper" ? pystr::isupper(self.str) : pystr::islower(self.str));
-      for (unsigned char c : s) {
-        if (c >= 0x80) fail("unsupported: str." + n + "() on non-ASCII text");
-        const bool ok = n == "isdigit" ? std::isdigit(c) : n == "isalpha" ? std::isalpha(c) : std::isalnum(c);
-        if (!ok) return Value::boolean(false);
-      }
-      return Value::boolean(true);
+      const Text& t = self.str;
+      if (n == "isupper") return Value::boolean(pystr::isupper(t));
+      if (n == "islower") return Value::boolean(pystr::islower(t));
+      return Value::boolean(n == "isdigit" ? pystr::isdigit(t) : n == "isalpha" ? pystr::isalpha(t) : pystr::isalnum(t));
     });
   return Value::undefined(n);
 }

@@ -2,6 +2,8 @@
 
 #include <utf8proc.h>
 
+#include <algorithm>
+
 namespace minfer::jinja::pystr {
 namespace {
 
@@ -404,6 +406,37 @@ int64_t word_runs(const Text& t) {
     in_word = w;
   }
   return runs;
+}
+
+namespace {
+bool letter(utf8proc_category_t c) {
+  return c == UTF8PROC_CATEGORY_LU || c == UTF8PROC_CATEGORY_LL || c == UTF8PROC_CATEGORY_LT || c == UTF8PROC_CATEGORY_LM ||
+         c == UTF8PROC_CATEGORY_LO;
+}
+// Numeric_Type=Digit among the No characters (DerivedNumericType.txt).
+bool no_digit(char32_t c) {
+  return c == 0xB2 || c == 0xB3 || c == 0xB9 || c == 0x2070 || (c >= 0x2074 && c <= 0x2079) || (c >= 0x2080 && c <= 0x2089) ||
+         (c >= 0x2460 && c <= 0x2468) || (c >= 0x2474 && c <= 0x247C) || (c >= 0x2488 && c <= 0x2490) || c == 0x24EA ||
+         (c >= 0x24F5 && c <= 0x24FD) || c == 0x24FF || (c >= 0x2776 && c <= 0x277E) || (c >= 0x2780 && c <= 0x2788) ||
+         (c >= 0x278A && c <= 0x2792) || (c >= 0x1369 && c <= 0x1371) || c == 0x19DA || (c >= 0x1F100 && c <= 0x1F10A);
+}
+template <class P>
+bool all_chars(const Text& t, P p) {
+  const auto cs = scan(t.s);
+  return !cs.empty() && std::all_of(cs.begin(), cs.end(), [&](const Char& c) {
+    return p(c.cp, utf8proc_category(static_cast<utf8proc_int32_t>(c.cp)));
+  });
+}
+}  // namespace
+
+bool isalpha(const Text& t) { return all_chars(t, [](char32_t, utf8proc_category_t c) { return letter(c); }); }
+bool isdigit(const Text& t) {
+  return all_chars(t, [](char32_t x, utf8proc_category_t c) { return c == UTF8PROC_CATEGORY_ND || no_digit(x); });
+}
+bool isalnum(const Text& t) {
+  return all_chars(t, [](char32_t, utf8proc_category_t c) {
+    return letter(c) || c == UTF8PROC_CATEGORY_ND || c == UTF8PROC_CATEGORY_NL || c == UTF8PROC_CATEGORY_NO;
+  });
 }
 
 bool islower(const Text& t) { return cased_without(t, UTF8PROC_CATEGORY_LU, UTF8PROC_CATEGORY_LT); }

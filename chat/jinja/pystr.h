@@ -45,6 +45,12 @@ bool isspace(const Text& t);
 /// The number of runs of word characters (Python's regex \w: letters, digits and numerals, '_';
 /// not combining marks): Jinja2's wordcount.
 int64_t word_runs(const Text& t);
+/// str.isalpha / isdigit / isalnum (at least one character, each a letter (L*) / a digit (Nd,
+/// and the No digits Python counts: superscripts, subscripts, circled and parenthesized ones) /
+/// a letter or any number (L*, N*)).
+bool isalpha(const Text& t);
+bool isdigit(const Text& t);
+bool isalnum(const Text& t);
 /// str.islower / isupper: at least one cased character and none uppercase or titlecase
 /// (islower) / lowercase or titlecase (isupper), by general category.
 bool islower(const Text& t);

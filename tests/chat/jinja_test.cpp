@@ -327,6 +327,10 @@ TEST(Jinja, LowercaseAsPythonsFullMapping) {
                      "|{{ 'ǰ'.islower() }}|{{ 'ᾼ'.isupper() }}|{{ 'ǅ'.isupper() }}|{{ 'ǅ'.islower() }}|{{ 'AB1'.isupper() }}"
                      "|{{ '1'.islower() }}|{{ 'ß' is lower }}|{{ 'ÀÉ' is upper }}|{{ 'aB' is lower }}",
                      {kVars});
+  expect_like_jinja2("{{ 'café'.isalpha() }}|{{ 'İstanbul'.isalpha() }}|{{ '中文'.isalpha() }}|{{ 'a1'.isalpha() }}|{{ ''.isalpha() }}"
+                     "|{{ '١٢٣'.isdigit() }}|{{ '²'.isdigit() }}|{{ '①'.isdigit() }}|{{ '中文字符'.isdigit() }}|{{ 'Ⅻ'.isdigit() }}"
+                     "|{{ '½'.isdigit() }}|{{ 'é1Ⅻ½'.isalnum() }}|{{ 'é 1'.isalnum() }}|{{ 'a\u0301'.isalpha() }}|{{ '12'.isdigit() }}",
+                     {kVars});
 }
 
 }  // namespace
