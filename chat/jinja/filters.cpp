@@ -35,6 +35,12 @@ Value attribute_of(Interpreter& in, const Value& v, const std::string& path, int
   }
 }
 
+// A filter's `attribute=` argument as a path: a string, or an integer index (Jinja2 takes both).
+std::string attr_path(const Value& v, const char* what) {
+  if (v.is_integer()) return std::to_string(v.i);
+  return need_string(v, what);
+}
+
 CallArgs rest_args(const CallArgs& a, size_t from) {
   CallArgs r;
   r.line = a.line;
@@ -48,7 +54,7 @@ List select_or_reject(Interpreter& in, const Value& seq, CallArgs& a, bool attr,
   std::string attr_name;
   size_t test_pos = 0;
   if (attr) {
-    attr_name = need_string(a.get(0, "attribute"), "the attribute name");
+    attr_name = attr_path(a.get(0, "attribute"), "the attribute name");
     test_pos = 1;
   }
   const bool with_test = a.args.size() > test_pos;
@@ -150,7 +156,7 @@ Value apply_filter(Interpreter& in, std::string_view name, const Value& v, CallA
     for (const Value& x : in.iterate(v, line)) {
       if (!first) out.append(sep);
       first = false;
-      out.append((attr.is_none() ? x : attribute_of(in, x, need_string(attr, "attribute"), line)).to_text());
+      out.append((attr.is_none() ? x : attribute_of(in, x, attr_path(attr, "attribute"), line)).to_text());
     }
     return Value::string(std::move(out));
   }
@@ -260,7 +266,7 @@ Value apply_filter(Interpreter& in, std::string_view name, const Value& v, CallA
     if (!attr.is_undefined()) {
       const Value def = a.get(99, "default", Value::undefined());
       for (const Value& x : in.iterate(v, line)) {
-        Value r = attribute_of(in, x, need_string(attr, "attribute"), line);
+        Value r = attribute_of(in, x, attr_path(attr, "attribute"), line);
         out.push_back(r.is_undefined() && !def.is_undefined() ? def : r);
       }
       return Value::new_list(std::move(out));
@@ -277,8 +283,24 @@ Value apply_filter(Interpreter& in, std::string_view name, const Value& v, CallA
     const bool cs = a.get(name == "sort" ? 1 : 0, "case_sensitive", Value::boolean(false)).truthy();
     const Value attr = a.get(name == "sort" ? 2 : 1, "attribute", Value::none());
     List items = in.iterate(v, line);
+    // sort takes several comma-separated attributes (Jinja2's make_multi_attrgetter): the key is
+    // the list of their values.
+    const std::string path = attr.is_none() ? std::string() : attr_path(attr, "attribute");
+    std::vector<std::string> paths;
+    if (name == "sort" && path.find(',') != std::string::npos) {
+      for (size_t at = 0;;) {
+        const size_t comma = path.find(',', at);
+        paths.push_back(path.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+        if (comma == std::string::npos) break;
+        at = comma + 1;
+      }
+    }
     auto key = [&](const Value& x) {
-      return sort_key(attr.is_none() ? x : attribute_of(in, x, need_string(attr, "attribute"), line), cs);
+      if (attr.is_none()) return sort_key(x, cs);
+      if (paths.empty()) return sort_key(attribute_of(in, x, path, line), cs);
+      List k;
+      for (const std::string& p : paths) k.push_back(sort_key(attribute_of(in, x, p, line), cs));
+      return Value::new_list(std::move(k));
     };
     if (name == "unique") {
       List out, seen;
@@ -323,7 +345,7 @@ Value apply_filter(Interpreter& in, std::string_view name, const Value& v, CallA
     const Value attr = a.get(0, "attribute", Value::none());
     Value total = a.get(1, "start", Value::integer(0));
     for (const Value& x : in.iterate(v, line)) {
-      const Value y = attr.is_none() ? x : attribute_of(in, x, need_string(attr, "attribute"), line);
+      const Value y = attr.is_none() ? x : attribute_of(in, x, attr_path(attr, "attribute"), line);
       if (!y.is_number() || !total.is_number()) fail("sum needs numbers");
       total = total.is_integer() && y.is_integer() ? Value::integer(total.i + y.i) : Value::floating(total.as_double() + y.as_double());
     }

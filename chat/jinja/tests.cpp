@@ -1,5 +1,6 @@
 // The built-in tests (`x is defined`, `x is string`, ...), with Jinja2's semantics (jinja2/tests.py).
 #include <algorithm>
+#include <cmath>
 
 #include "chat/jinja/builtins_util.h"
 #include "chat/jinja/interpreter.h"
@@ -33,6 +34,10 @@ bool apply_test(Interpreter& in, std::string_view name, const Value& v, CallArgs
   if (name == "lower") return v.is_string() && pystr::islower(v.str);
   if (name == "upper") return v.is_string() && pystr::isupper(v.str);
   if (name == "even" || name == "odd") {
+    if (v.kind == Value::Kind::floating) {  // Python's value % 2 (the divisor's sign): 3.0 is odd, 2.5 neither
+      const double r = v.f - 2.0 * std::floor(v.f / 2.0);
+      return r == (name == "even" ? 0.0 : 1.0);
+    }
     const int64_t x = need_int(v, "the value");
     return (x % 2 == 0) == (name == "even");
   }

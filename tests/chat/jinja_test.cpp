@@ -302,6 +302,20 @@ TEST(Jinja, TojsonTakesHfsArguments) {
                      {kVars});
 }
 
+// sort by several comma-separated attributes; an integer attribute indexes; odd / even of floats.
+TEST(Jinja, AttributeArgumentsAndOddEvenAsJinja2) {
+  NEED_ORACLE();
+  expect_like_jinja2("{% set r = [{'a': 2, 'b': 'x'}, {'a': 1, 'b': 'Y'}, {'a': 2, 'b': 'a'}, {'a': 1, 'b': 'c'}] %}"
+                     "{{ r|sort(attribute='a,b')|map(attribute='b')|join(',') }}"
+                     "|{{ r|sort(attribute='a,b', reverse=true)|map(attribute='b')|join(',') }}"
+                     "|{{ r|sort(attribute='b,a', case_sensitive=true)|map(attribute='b')|join(',') }}",
+                     {kVars});
+  expect_like_jinja2("{{ [[1, 2], [3, 4]]|map(attribute=0)|list }}|{{ [[2, 'b'], [1, 'a']]|sort(attribute=1)|list }}"
+                     "|{{ [[1, 2], [3, 4]]|selectattr(1, 'gt', 2)|list }}|{{ 3.0 is odd }}|{{ 2.5 is odd }}|{{ 2.5 is even }}"
+                     "|{{ -3.0 is odd }}|{{ 4.0 is even }}|{{ [1.0, 2.0, 3.5]|select('odd')|list }}",
+                     {kVars});
+}
+
 // Jinja2's wordcount counts runs of \w in the value's text (not whitespace-separated pieces).
 TEST(Jinja, WordcountCountsWordCharacterRuns) {
   NEED_ORACLE();
