@@ -61,7 +61,10 @@ Value string_method(const Value& self, std::string_view name) {
       const Value mx = a.get(1, "maxsplit", Value::integer(-1));
       return text_list(pystr::split(self.str, opt_string(a.get(0, "sep"), "sep"), need_int(mx, "maxsplit"), n == "rsplit"));
     });
-  if (n == "splitlines") return method(self, [self](Interpreter&, CallArgs&) { return text_list(pystr::splitlines(self.str)); });
+  if (n == "splitlines")
+    return method(self, [self](Interpreter&, CallArgs& a) {
+      return text_list(pystr::splitlines(self.str, a.get(0, "keepends", Value::boolean(false)).truthy()));
+    });
   if (n == "upper") return method(self, [self](Interpreter&, CallArgs&) { return Value::string(pystr::upper(self.str)); });
   if (n == "lower") return method(self, [self](Interpreter&, CallArgs&) { return Value::string(pystr::lower(self.str)); });
   if (n == "title") return method(self, [self](Interpreter&, CallArgs&) { return Value::string(pystr::title(self.str)); });

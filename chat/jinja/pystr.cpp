@@ -259,7 +259,7 @@ std::vector<Text> split(const Text& t, const std::optional<std::string>& sep, in
   return {rev.rbegin(), rev.rend()};
 }
 
-std::vector<Text> splitlines(const Text& t) {
+std::vector<Text> splitlines(const Text& t, bool keepends) {
   std::vector<Text> out;
   const auto cs = scan(t.s);
   size_t start = 0;
@@ -268,12 +268,13 @@ std::vector<Text> splitlines(const Text& t) {
     const bool br = c == '\n' || c == '\r' || c == 0x0B || c == 0x0C || c == 0x1C || c == 0x1D || c == 0x1E ||
                     c == 0x85 || c == 0x2028 || c == 0x2029;
     if (!br) continue;
-    out.push_back(t.substr(start, cs[k].pos - start));
+    const size_t end = cs[k].pos;
     size_t next = cs[k].pos + cs[k].len;
     if (c == '\r' && k + 1 < cs.size() && cs[k + 1].cp == '\n') {
       ++k;
       next = cs[k].pos + 1;
     }
+    out.push_back(t.substr(start, (keepends ? next : end) - start));
     start = next;
   }
   if (start < t.s.size()) out.push_back(t.substr(start));

@@ -25,8 +25,8 @@ Text strip(const Text& t, const std::optional<std::string>& chars, bool left, bo
 /// str.split(sep, maxsplit) (sep absent: runs of whitespace, no empty pieces); rsplit when
 /// `from_right`.
 std::vector<Text> split(const Text& t, const std::optional<std::string>& sep, int64_t maxsplit, bool from_right = false);
-/// str.splitlines() without keepends.
-std::vector<Text> splitlines(const Text& t);
+/// str.splitlines(keepends).
+std::vector<Text> splitlines(const Text& t, bool keepends = false);
 /// str.replace(old, new, count); count < 0: all.
 Text replace(const Text& t, const std::string& old, const Text& repl, int64_t count);
 /// str.upper / lower / title / capitalize: the simple case mapping per code point, but for the

@@ -302,7 +302,8 @@ TEST(Jinja, TojsonTakesHfsArguments) {
                      {kVars});
 }
 
-// sort by several comma-separated attributes; an integer attribute indexes; odd / even of floats.
+// sort by several comma-separated attributes; an integer attribute indexes; odd / even of floats;
+// splitlines(keepends).
 TEST(Jinja, AttributeArgumentsAndOddEvenAsJinja2) {
   NEED_ORACLE();
   expect_like_jinja2("{% set r = [{'a': 2, 'b': 'x'}, {'a': 1, 'b': 'Y'}, {'a': 2, 'b': 'a'}, {'a': 1, 'b': 'c'}] %}"
@@ -313,6 +314,8 @@ TEST(Jinja, AttributeArgumentsAndOddEvenAsJinja2) {
   expect_like_jinja2("{{ [[1, 2], [3, 4]]|map(attribute=0)|list }}|{{ [[2, 'b'], [1, 'a']]|sort(attribute=1)|list }}"
                      "|{{ [[1, 2], [3, 4]]|selectattr(1, 'gt', 2)|list }}|{{ 3.0 is odd }}|{{ 2.5 is odd }}|{{ 2.5 is even }}"
                      "|{{ -3.0 is odd }}|{{ 4.0 is even }}|{{ [1.0, 2.0, 3.5]|select('odd')|list }}",
+                     {kVars});
+  expect_like_jinja2("{{ 'a\\r\\nb\\rc\\n\\nd\\u2028e\\n'.splitlines(true) }}|{{ nl.splitlines(keepends=true) }}|{{ nl.splitlines(false) }}",
                      {kVars});
 }
 
