@@ -35,12 +35,14 @@ bool TokenSink::push(int32_t id) {
   // Stream all but the longest tail that is a proper prefix of some stop string (it may still
   // become one), never splitting a UTF-8 sequence.
   size_t keep = 0;
-  for (const auto& s : params_.stop)
-    for (size_t n = std::min(s.size() - (s.empty() ? 0 : 1), pending_.size()); n > keep; --n)
+  for (const auto& s : params_.stop) {
+    if (s.empty()) continue;
+    for (size_t n = std::min(s.size() - 1, pending_.size()); n > keep; --n)
       if (pending_.compare(pending_.size() - n, n, s, 0, n) == 0) {
         keep = n;
         break;
       }
+  }
   size_t cut = pending_.size() - keep;
   while (cut > 0 && cut < pending_.size() && (static_cast<unsigned char>(pending_[cut]) & 0xC0) == 0x80) --cut;
   emit(pending_.substr(0, cut));

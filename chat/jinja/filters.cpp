@@ -286,20 +286,14 @@ Value apply_filter(Interpreter& in, std::string_view name, const Value& v, CallA
     // sort takes several comma-separated attributes (Jinja2's make_multi_attrgetter): the key is
     // the list of their values.
     const std::string path = attr.is_none() ? std::string() : attr_path(attr, "attribute");
-    std::vector<std::string> paths;
-    if (name == "sort" && path.find(',') != std::string::npos) {
-      for (size_t at = 0;;) {
-        const size_t comma = path.find(',', at);
-        paths.push_back(path.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
-        if (comma == std::string::npos) break;
-        at = comma + 1;
-      }
-    }
+    const std::vector<Text> paths = name == "sort" && path.find(',') != std::string::npos
+                                        ? pystr::split(Text(path), std::string(","), -1)
+                                        : std::vector<Text>{};
     auto key = [&](const Value& x) {
       if (attr.is_none()) return sort_key(x, cs);
       if (paths.empty()) return sort_key(attribute_of(in, x, path, line), cs);
       List k;
-      for (const std::string& p : paths) k.push_back(sort_key(attribute_of(in, x, p, line), cs));
+      for (const Text& p : paths) k.push_back(sort_key(attribute_of(in, x, p.s, line), cs));
       return Value::new_list(std::move(k));
     };
     if (name == "unique") {

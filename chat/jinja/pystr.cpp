@@ -81,6 +81,16 @@ Text map_chars(const Text& t, F f) {
 
 std::string mapped(utf8proc_int32_t c) { return encode(static_cast<char32_t>(c)); }
 
+utf8proc_category_t category(char32_t c) { return utf8proc_category(static_cast<utf8proc_int32_t>(c)); }
+bool letter(utf8proc_category_t c) {
+  return c == UTF8PROC_CATEGORY_LU || c == UTF8PROC_CATEGORY_LL || c == UTF8PROC_CATEGORY_LT || c == UTF8PROC_CATEGORY_LM ||
+         c == UTF8PROC_CATEGORY_LO;
+}
+// Python's str.isalnum per character (isalpha, or any number: Nd, Nl, No).
+bool alnum(utf8proc_category_t c) {
+  return letter(c) || c == UTF8PROC_CATEGORY_ND || c == UTF8PROC_CATEGORY_NL || c == UTF8PROC_CATEGORY_NO;
+}
+
 bool is_cased(char32_t c) {
   const auto x = static_cast<utf8proc_int32_t>(c);
   switch (utf8proc_category(x)) {
@@ -89,27 +99,38 @@ bool is_cased(char32_t c) {
   }
 }
 
-// Python's full titlecase where SpecialCasing gives more than one character (Latin text), else
-// the simple mapping.
+// Python's str.upper/title use the full case mappings of SpecialCasing.txt; these are its
+// unconditional ones for Latin text where one character becomes several (lower's İ -> i̇ is in
+// lower_at). Other characters take their simple mapping (utf8proc).
+struct SpecialCase {
+  char32_t cp;
+  const char* upper;
+  const char* title;
+};
+constexpr SpecialCase kSpecialCases[] = {
+    {0xDF, "SS", "Ss"},    {0xFB00, "FF", "Ff"},   {0xFB01, "FI", "Fi"}, {0xFB02, "FL", "Fl"},
+    {0xFB03, "FFI", "Ffi"}, {0xFB04, "FFL", "Ffl"}, {0xFB05, "ST", "St"}, {0xFB06, "ST", "St"},
+    {0x149, "\u02bcN", "\u02bcN"},
+};
+const SpecialCase* special_case(char32_t c) {
+  for (const SpecialCase& sc : kSpecialCases)
+    if (sc.cp == c) return &sc;
+  return nullptr;
+}
+
+std::string upper_of(char32_t c) {
+  if (const SpecialCase* sc = special_case(c)) return sc->upper;
+  return mapped(utf8proc_toupper(static_cast<utf8proc_int32_t>(c)));
+}
 std::string title_of(char32_t c) {
-  switch (c) {
-    case 0xDF: return "Ss";
-    case 0xFB00: return "Ff";
-    case 0xFB01: return "Fi";
-    case 0xFB02: return "Fl";
-    case 0xFB03: return "Ffi";
-    case 0xFB04: return "Ffl";
-    case 0xFB05:
-    case 0xFB06: return "St";
-    case 0x149: return "\u02bcN";
-    default: return mapped(utf8proc_totitle(static_cast<utf8proc_int32_t>(c)));
-  }
+  if (const SpecialCase* sc = special_case(c)) return sc->title;
+  return mapped(utf8proc_totitle(static_cast<utf8proc_int32_t>(c)));
 }
 
 // Unicode's Case_Ignorable: marks, format characters, modifier letters and symbols, and the
 // word-internal punctuation of Word_Break MidLetter / MidNumLet / Single_Quote.
 bool is_case_ignorable(char32_t c) {
-  switch (utf8proc_category(static_cast<utf8proc_int32_t>(c))) {
+  switch (category(c)) {
     case UTF8PROC_CATEGORY_MN: case UTF8PROC_CATEGORY_ME: case UTF8PROC_CATEGORY_CF:
     case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_SK:
       return true;
@@ -311,33 +332,8 @@ Text replace(const Text& t, const std::string& old, const Text& repl, int64_t co
   return out;
 }
 
-// Python's str.upper/lower use the full case mappings of SpecialCasing.txt; these are its
-// unconditional ones for Latin text (ß -> SS, the ﬀ..ﬆ ligatures, İ -> i̇). Other characters take
-// their simple mapping (utf8proc).
-const char* special_upper(char32_t c) {
-  switch (c) {
-    case 0xDF: return "SS";
-    case 0xFB00: return "FF";
-    case 0xFB01: return "FI";
-    case 0xFB02: return "FL";
-    case 0xFB03: return "FFI";
-    case 0xFB04: return "FFL";
-    case 0xFB05:
-    case 0xFB06: return "ST";
-    case 0x149: return "\u02bcN";
-    default: return nullptr;
-  }
-}
-
 Text upper(const Text& t) {
-  Text out;
-  for (const Char& c : scan(t.s)) {
-    const bool taint = t.tainted_at(c.pos);
-    if (const char* sp = special_upper(c.cp)) out.append_tainted(sp, taint);
-    else if (c.len == 1 && c.cp >= 0x80) out.append_tainted(t.s.substr(c.pos, 1), taint);
-    else out.append_tainted(encode(static_cast<char32_t>(utf8proc_toupper(static_cast<utf8proc_int32_t>(c.cp)))), taint);
-  }
-  return out;
+  return map_chars(t, [](char32_t c, size_t, const std::vector<Char>&) { return upper_of(c); });
 }
 
 Text lower(const Text& t) {
@@ -383,36 +379,11 @@ namespace {
 bool cased_without(const Text& t, utf8proc_category_t a, utf8proc_category_t b) {
   bool cased = false;
   for (const Char& c : scan(t.s)) {
-    const auto cat = utf8proc_category(static_cast<utf8proc_int32_t>(c.cp));
+    const auto cat = category(c.cp);
     if (cat == a || cat == b) return false;
     cased = cased || is_cased(c.cp);
   }
   return cased;
-}
-}  // namespace
-
-int64_t word_runs(const Text& t) {
-  int64_t runs = 0;
-  bool in_word = false;
-  for (const Char& c : scan(t.s)) {
-    bool w = c.cp == '_';
-    switch (utf8proc_category(static_cast<utf8proc_int32_t>(c.cp))) {
-      case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT: case UTF8PROC_CATEGORY_LM:
-      case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_ND: case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_NO:
-        w = true;
-        break;
-      default: break;
-    }
-    if (w && !in_word) ++runs;
-    in_word = w;
-  }
-  return runs;
-}
-
-namespace {
-bool letter(utf8proc_category_t c) {
-  return c == UTF8PROC_CATEGORY_LU || c == UTF8PROC_CATEGORY_LL || c == UTF8PROC_CATEGORY_LT || c == UTF8PROC_CATEGORY_LM ||
-         c == UTF8PROC_CATEGORY_LO;
 }
 // Numeric_Type=Digit among the No characters (DerivedNumericType.txt).
 bool no_digit(char32_t c) {
@@ -424,22 +395,24 @@ bool no_digit(char32_t c) {
 template <class P>
 bool all_chars(const Text& t, P p) {
   const auto cs = scan(t.s);
-  return !cs.empty() && std::all_of(cs.begin(), cs.end(), [&](const Char& c) {
-    return p(c.cp, utf8proc_category(static_cast<utf8proc_int32_t>(c.cp)));
-  });
+  return !cs.empty() && std::all_of(cs.begin(), cs.end(), [&](const Char& c) { return p(c.cp); });
 }
 }  // namespace
 
-bool isalpha(const Text& t) { return all_chars(t, [](char32_t, utf8proc_category_t c) { return letter(c); }); }
-bool isdigit(const Text& t) {
-  return all_chars(t, [](char32_t x, utf8proc_category_t c) { return c == UTF8PROC_CATEGORY_ND || no_digit(x); });
-}
-bool isalnum(const Text& t) {
-  return all_chars(t, [](char32_t, utf8proc_category_t c) {
-    return letter(c) || c == UTF8PROC_CATEGORY_ND || c == UTF8PROC_CATEGORY_NL || c == UTF8PROC_CATEGORY_NO;
-  });
+int64_t word_runs(const Text& t) {
+  int64_t runs = 0;
+  bool in_word = false;
+  for (const Char& c : scan(t.s)) {
+    const bool w = c.cp == '_' || alnum(category(c.cp));
+    if (w && !in_word) ++runs;
+    in_word = w;
+  }
+  return runs;
 }
 
+bool isalpha(const Text& t) { return all_chars(t, [](char32_t c) { return letter(category(c)); }); }
+bool isdigit(const Text& t) { return all_chars(t, [](char32_t c) { return category(c) == UTF8PROC_CATEGORY_ND || no_digit(c); }); }
+bool isalnum(const Text& t) { return all_chars(t, [](char32_t c) { return alnum(category(c)); }); }
 bool islower(const Text& t) { return cased_without(t, UTF8PROC_CATEGORY_LU, UTF8PROC_CATEGORY_LT); }
 bool isupper(const Text& t) { return cased_without(t, UTF8PROC_CATEGORY_LL, UTF8PROC_CATEGORY_LT); }
 
