@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# f16 MMQ row tiles per warp (2026-12-06): the decode matmul probe (scripts/probes/mmq_probe.cu)
+# linked against builds of ops/cuda/k_mmq_f16.cu that differ in kRowTiles / kWarps / kStages,
+# interleaved per shape, ROUNDS rounds. Carry [".devp"] holding mmq_probe_<variant>.xz:
+#   t1w4     1 tile x 4 warps, 2 stages (the kernel before this change: 64 rows a block)
+#   t2w4     2 tiles x 4 warps (128 rows a block)
+#   t2w2     2 tiles x 2 warps (64 rows a block, 64 threads)
+#   t2w2s3   the same with 3 weight stages
+# Builds: docs/perf/2026-12-06-mmf16-tiles.md. Prints the probe's rows prefixed with the build.
+source "$(dirname "$0")/common.sh"
+vs=${VARIANTS:-t1w4 t2w4 t2w2 t2w2s3}
+for v in $vs; do unxz .devp/mmq_probe_$v.xz /tmp/p_$v x; done
+probe() { timeout "${T_SHAPE:-40}" /tmp/p_$1 "$2" "$3" | grep -E '^\| |FAIL' | grep -v -- '---' | sed "s/^/$1 /"; }
+nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader
+for r in $(seq ${ROUNDS:-2}); do
+  for s in ${SHAPES:-gate_up q4k_down q6k_down lm_head}; do
+    for v in $vs; do probe $v $s f16 | grep -E "\| (${NS:-1|4|8|9|16|32|64}) \||FAIL"; done
+  done
+  echo "round $r done $((SECONDS - t0)) s"
+done
