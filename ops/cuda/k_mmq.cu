@@ -551,6 +551,11 @@ size_t mmq_scratch(const KernelContext& kc, const Tensor& a, int64_t N, int64_t 
   return mmq_use_f16_shape(a) ? std::max(int8, mmq_f16_scratch(kc, a, N, batches)) : int8;
 }
 
+bool mmq_f16_every_row(const Tensor& a) {
+  const bool gate_up = a.type == DType::Q4_K && a.ne[1] >= 16384;
+  return (gate_up || a.type == DType::Q6_K) && mmq_use_f16(a);
+}
+
 void mmq(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2, int64_t B3,
          float* dst, const float* residual, float* part) {
   if (mmq_use_f16(a)) return mmq_f16(kc, a, qs, ds, N, B2, B3, dst, residual, part);

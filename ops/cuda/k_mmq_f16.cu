@@ -542,12 +542,15 @@ void launch_nt(KernelContext& kc, const Tensor& a, const int8_t* qs, const float
   if (ks > 1) mmq_reduce(kc, part, ks, B2 * B3 * N * M, dst, residual);
 }
 
-// Tiles of 16, 32 or 64 columns: three instantiations per format instead of eight (columns N..8 NT
-// are computed on zeros and never stored; the measured cost of the padding is small against the
-// weight bytes). The choice does not change a column's bits.
+// Tiles of 8, 16, 32 or 64 columns: four instantiations per format instead of eight (columns
+// N..8 NT are computed on zeros and never stored). The 8-column tile halves the mmas and the
+// activation traffic of one to eight rows, which mmvq() sends here for some weights
+// (mmq_f16_every_row): 4-20 % faster there than the 16-column tile (docs/perf/2026-12-06-mmf16-tiles.md).
+// The choice does not change a column's bits.
 template <int F>
 void launch_f(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2, int64_t B3,
               float* dst, const float* residual, float* part) {
+  if (N <= 8) return launch_nt<F, 1>(kc, a, qs, ds, N, B2, B3, dst, residual, part);
   if (N <= 16) return launch_nt<F, 2>(kc, a, qs, ds, N, B2, B3, dst, residual, part);
   if (N <= 32) return launch_nt<F, 4>(kc, a, qs, ds, N, B2, B3, dst, residual, part);
   if (N <= kDecodeMaxRows) return launch_nt<F, 8>(kc, a, qs, ds, N, B2, B3, dst, residual, part);

@@ -569,7 +569,8 @@ int64_t q8_decode_rows(DType type) {
 
 void mmvq(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2, int64_t B3,
           float* dst, const float* residual, float* part) {
-  if (mmq_supported(a.type) && N > kMmvqRows) return mmq(kc, a, qs, ds, N, B2, B3, dst, residual, part);
+  if (mmq_supported(a.type) && (N > kMmvqRows || mmq_f16_every_row(a)))
+    return mmq(kc, a, qs, ds, N, B2, B3, dst, residual, part);
   switch (a.type) {
 #define MINFER_T(T) \
   case DType::T: return launch_mmvq_t<DType::T>(kc, a, qs, ds, N, B2, B3, dst, residual);

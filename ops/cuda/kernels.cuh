@@ -133,7 +133,8 @@ void swiglu_q8_1(KernelContext& kc, const TD& g, const TD& u, int8_t* qs, float2
 void swiglu_f32(KernelContext& kc, const TD& g, const TD& u, float* h);
 /// dst[n][m] = dot(a row m, activation row n) (+ residual[n][m] when given) for n < N, batch over
 /// B2, B3, from q8_1 activation planes: the dp4a MMVQ up to kMmvqRows rows (kMatvecMaxRows for
-/// weight types MMQ lacks), the tensor-core MMQ above (N <= kDecodeMaxRows).
+/// weight types MMQ lacks), the tensor-core MMQ above (N <= kDecodeMaxRows) — and at every N for
+/// the weights of mmq_f16_every_row().
 /// `part`: scratch of mmq_scratch() bytes (nullptr when that is 0).
 void mmvq(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2,
           int64_t B3, float* dst, const float* residual, float* part);
@@ -175,6 +176,11 @@ void mmq_reduce(KernelContext& kc, const float* part, int n_split, int64_t n, fl
 /// weight whose rows and batch slices start 16-byte aligned, a Q6_K one 2-byte aligned.
 bool mmq_f16_supported(const Tensor& a);
 size_t mmq_f16_scratch(const KernelContext& kc, const Tensor& a, int64_t N, int64_t batches);
+/// Weights that mmvq() sends to the f16 MMQ at every N, one row included: Q4_K with M >= 16384
+/// rows (a gate|up projection) and Q6_K of the f16 kernel's shapes (K >= 8192 or M >= 16384: an
+/// ffn_down, an LM head), where that kernel beats the dp4a MMVQ at one row and costs a fraction of
+/// it at 4..8 (docs/perf/2026-12-06-mmf16-tiles.md). Their rows are batch-invariant at any N <= 64.
+bool mmq_f16_every_row(const Tensor& a);
 void mmq_f16(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2, int64_t B3,
              float* dst, const float* residual, float* part);
 /// The most activation rows a q8_1 decode matmul of weight `type` takes: kDecodeMaxRows with

@@ -79,6 +79,14 @@ TEST(CudaBatchInvariance, MatmulRowsOfADecodeBatchEqualSingleRows) {
     for (int64_t N : {16, 17, 33, 64}) check_matmul_rows(wt, 8192, 100, N, 9);
     check_matmul_rows(wt, 256, 16400, 16, 9);
   }
+  // Q4_K with M >= 16384 (a gate|up projection) and Q6_K with K >= 8192 or M >= 16384 (an
+  // ffn_down, an LM head) run the f16 kernel at every N (mmq_f16_every_row): a row of any batch
+  // equals the row alone.
+  for (int64_t N : {2, 5, 8, 16}) {
+    check_matmul_rows(DType::Q4_K, 256, 16400, N);
+    check_matmul_rows(DType::Q6_K, 8192, 100, N);
+    check_matmul_rows(DType::Q6_K, 256, 16400, N);
+  }
 }
 
 struct AttnShape {

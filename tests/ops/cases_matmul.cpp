@@ -106,10 +106,13 @@ void add_matmul_cases(std::vector<OpCase>& v) {
   add_mm(v, "mul_mat_q8_0_batch4", {DType::Q8_0, DType::F32, 64, 5, 3, 1, 4});
   // Q4_K / Q6_K weights of the shapes CUDA's MMQ runs on its f16 kernel (K >= 8192 or M >= 16384,
   // ops/cuda/k_mmq.cu) at its 9..64 rows: K split over many blocks and M past one 64-row block,
-  // f16 activations, batch broadcast, and a tall weight whose K is not split.
+  // f16 activations, batch broadcast, and a tall weight whose K is not split. Below 9 rows the
+  // Q6_K ones and the tall Q4_K one run it too (mmq_f16_every_row), on its 8-column tile.
   for (DType wt : {DType::Q4_K, DType::Q6_K}) {
-    for (int64_t N : {9, 16, 17, 33, 64})
+    for (int64_t N : {1, 4, 8, 9, 16, 17, 33, 64})
       add_mm(v, fmt::format("mul_mat_{}_k8192_n{}", dn(wt), N), {wt, DType::F32, 8192, 100, N});
+    for (int64_t N : {1, 5})
+      add_mm(v, fmt::format("mul_mat_{}_m16400_n{}", dn(wt), N), {wt, DType::F32, 256, 16400, N});
     add_mm(v, fmt::format("mul_mat_{}_f16_k8192_n24", dn(wt)), {wt, DType::F16, 8192, 100, 24});
     add_mm(v, fmt::format("mul_mat_{}_k8192_batch_bcast_n9", dn(wt)), {wt, DType::F32, 8192, 5, 9, 2, 4});
     add_mm(v, fmt::format("mul_mat_{}_m16400_n9", dn(wt)), {wt, DType::F32, 256, 16400, 9});
