@@ -6,6 +6,8 @@
 #   t2w4     2 tiles x 4 warps (128 rows a block)
 #   t2w2     2 tiles x 2 warps (64 rows a block, 64 threads)
 #   t2w2s3   the same with 3 weight stages
+#   (also run: nocomp / noload, the pipeline without arithmetic / without weight loads; nt1, the
+#   8-column tile at N <= 8 the library took; s3, s4, s3nt1, deeper weight pipelines)
 # Builds: docs/perf/2026-12-06-mmf16-tiles.md. Prints the probe's rows prefixed with the build.
 source "$(dirname "$0")/common.sh"
 vs=${VARIANTS:-t1w4 t2w4 t2w2 t2w2s3}
