@@ -49,6 +49,11 @@ struct Expr {
 /// parentheses, 30,000 nested ifs) is refused with a TemplateError instead of overflowing the
 /// stack. Real chat templates nest a few tens of levels.
 constexpr int kMaxNesting = 128;
+/// Work bounds of one render (docs/chat-template.md): statements and loop iterations executed, and
+/// the bytes of any string built (the output included). A template comes with a downloaded GGUF
+/// or a request; these keep its render to seconds and its memory to tens of megabytes.
+constexpr int64_t kMaxSteps = int64_t{1} << 20;
+constexpr size_t kMaxStringBytes = size_t{1} << 24;
 
 struct Stmt;
 using StmtPtr = std::unique_ptr<Stmt>;

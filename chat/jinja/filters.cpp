@@ -157,6 +157,7 @@ Value apply_filter(Interpreter& in, std::string_view name, const Value& v, CallA
       if (!first) out.append(sep);
       first = false;
       out.append((attr.is_none() ? x : attribute_of(in, x, attr_path(attr, "attribute"), line)).to_text());
+      Interpreter::check_size(out, line);
     }
     return Value::string(std::move(out));
   }

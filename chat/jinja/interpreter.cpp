@@ -50,9 +50,20 @@ Text Interpreter::render() {
   return out;
 }
 
+void Interpreter::tick(int line) {
+  if (++steps_ > kMaxSteps)
+    fail(line, "the template ran more than " + std::to_string(kMaxSteps) + " statements and loop iterations");
+}
+
+void Interpreter::check_size(const Text& t, int line) {
+  if (t.s.size() > kMaxStringBytes) fail(line, "the template built a string over 16 M bytes");
+}
+
 Interpreter::Flow Interpreter::exec(const Body& body, Text& out) {
   for (const auto& s : body) {
+    tick(s->line);
     const Flow f = exec_stmt(*s, out);
+    check_size(out, s->line);
     if (f != Flow::normal) return f;
   }
   return Flow::normal;
@@ -145,6 +156,7 @@ void Interpreter::exec_for(const Stmt& s, Text& out) {
     }));
     // A fresh scope per iteration, as Jinja2's: a {% set %} in the body does not carry over
     // into the next iteration (templates test `x is defined` on a name set the round before).
+    tick(s.line);
     scope_ = std::make_shared<Scope>();
     scope_->parent = saved;
     scope_->set("loop", loop);
@@ -369,6 +381,7 @@ Value Interpreter::binary(const Expr& e) {
   if (op == "~") {
     Text t = a.to_text();
     t.append(b.to_text());
+    check_size(t, e.line);
     return Value::string(std::move(t));
   }
   if (op == "in" || op == "not in") {
@@ -401,9 +414,11 @@ Value Interpreter::binary(const Expr& e) {
     if (a.is_string() && b.is_string()) {
       Text t = a.str;
       t.append(b.str);
+      check_size(t, e.line);
       return Value::string(std::move(t));
     }
     if (a.is_list() && b.is_list()) {
+      if (a.list->size() + b.list->size() > (size_t{1} << 20)) fail(e.line, "'+' makes a list over 1 M items");
       List l = *a.list;
       l.insert(l.end(), b.list->begin(), b.list->end());
       return Value::new_list(std::move(l), a.is_tuple);

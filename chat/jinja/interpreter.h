@@ -39,6 +39,8 @@ class Interpreter {
   List iterate(const Value& v, int line);
 
   [[noreturn]] static void fail(int line, const std::string& what);
+  /// Fails (TemplateError at `line`) when `t` is over kMaxStringBytes.
+  static void check_size(const Text& t, int line);
 
   /// Registers a namespace() object: emptied when the interpreter ends, so that a namespace
   /// holding itself cannot leak.
@@ -65,6 +67,8 @@ class Interpreter {
   std::shared_ptr<Scope> scope_;
   std::vector<std::weak_ptr<Dict>> namespaces_;
   int depth_ = 0;  // macro call depth, to stop runaway recursion with an error
+  int64_t steps_ = 0;  // statements and loop iterations so far (kMaxSteps)
+  void tick(int line);
 };
 
 }  // namespace minfer::jinja

@@ -204,6 +204,11 @@ std::vector<int32_t> chat_prompt(const json& body, const tokenizer::Tokenizer& t
                                  const RenderChat& render) {
   const json* msgs = get(body, "messages");
   if (!msgs || !msgs->is_array() || msgs->empty()) throw BadRequest("'messages' must be a non-empty array");
+  // Every message costs the template at least one token, so more messages than the context holds
+  // never fit; refused before they are converted and rendered (~1.4 KB of memory each).
+  if (msgs->size() > static_cast<size_t>(std::max(lim.n_ctx_seq, 1)))
+    throw BadRequest(fmt::format("'messages' holds {} messages; a conversation that fits the context ({} tokens) has fewer",
+                                 msgs->size(), lim.n_ctx_seq));
   static const char* const kRoles[] = {"system", "developer", "user", "assistant", "tool", "function"};
   for (size_t i = 0; i < msgs->size(); ++i) {
     const json& m = (*msgs)[i];
@@ -266,6 +271,14 @@ std::vector<int32_t> chat_prompt(const json& body, const tokenizer::Tokenizer& t
   }
   if (tools) {
     if (!tools->is_array()) throw BadRequest("'tools' must be an array");
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const json& t = (*tools)[i];
+      const json* f = t.is_object() ? get(t, "function") : nullptr;
+      if (!t.is_object() || (t.contains("type") && t["type"] != "function") || !f || !f->is_object() ||
+          !f->contains("name") || !(*f)["name"].is_string())
+        throw BadRequest(fmt::format("tools[{}] must be {{\"type\": \"function\", \"function\": {{\"name\": ..., ...}}}}, got {}",
+                                     i, shown(t)));
+    }
     if (use_tools) in.tools = examples::json_to_value(*tools);
   }
   if (auto t = opt_bool(body, "enable_thinking")) in.enable_thinking = *t;
@@ -330,6 +343,7 @@ Job parse_job(const json& body, bool chat, const tokenizer::Tokenizer& tok, cons
   if (!body.is_object()) throw BadRequest("the request body must be a JSON object");
   Job job;
   job.chat = chat;
+  if (const json* m = get(body, "model"); m && !m->is_string()) throw BadRequest("'model' must be a string");
   // Fields minfer does not implement are refused rather than silently ignored.
   if (opt_bool(body, "echo").value_or(false)) throw BadRequest("'echo' is not supported");
   if (opt_int(body, "best_of", 0, INT32_MAX).value_or(1) > 1) throw BadRequest("'best_of' > 1 is not supported");
@@ -352,6 +366,7 @@ Job parse_job(const json& body, bool chat, const tokenizer::Tokenizer& tok, cons
   job.stream = opt_bool(body, "stream").value_or(false);
   if (const json* so = get(body, "stream_options")) {
     if (!so->is_object()) throw BadRequest("'stream_options' must be an object");
+    if (!job.stream) throw BadRequest("'stream_options' is only allowed when 'stream' is true");
     job.include_usage = opt_bool(*so, "include_usage").value_or(false);
   }
   job.return_tokens = opt_bool(body, "return_tokens").value_or(false);

@@ -227,6 +227,40 @@ TEST(Jinja, HostileTemplatesAreErrorsNotCrashes) {
   EXPECT_EQ(render("{{ ([0] * 1000) | length }}|{{ ('ab' * 3) }}", ojson::object()), "1000|ababab");
 }
 
+// Work a template can ask for in small pieces: loops that never end in practice, strings and
+// lists that double, output that grows without bound. Each is an error within the render's
+// bounds (jinja::kMaxSteps, kMaxStringBytes), not a stalled or exhausted process.
+TEST(Jinja, RenderWorkAndSizeAreBounded) {
+  const auto error_of = [](const std::string& tpl) {
+    try {
+      render(tpl, ojson::object());
+    } catch (const TemplateError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  const std::string steps = "more than " + std::to_string(jinja::kMaxSteps) + " statements and loop iterations";
+  for (const char* tpl : {"{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+                          "{% for i in range(100000) %}{% for j in range(100000) %}{{ '' }}{% endfor %}{% endfor %}",
+                          "{% macro f(n) %}{% for i in range(100000) %}{% endfor %}{{ f(n) if n else '' }}{% endmacro %}"
+                          "{% for i in range(100000) %}{{ f(0) }}{% endfor %}"})
+    EXPECT_NE(error_of(tpl).find(steps), std::string::npos) << tpl << ": " << error_of(tpl);
+  for (const char* tpl : {"{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+                          "{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}",
+                          "{% for i in range(100000) %}{{ 'x' * 16000000 }}{% endfor %}",
+                          "{{ (['x' * 1000000] * 100) | join }}",
+                          "{% set s %}{% for i in range(100) %}{{ 'x' * 1000000 }}{% endfor %}{% endset %}{{ s }}"})
+    EXPECT_NE(error_of(tpl).find("over 16 M bytes"), std::string::npos) << tpl << ": " << error_of(tpl);
+  EXPECT_NE(error_of("{% set ns = namespace(l=[1]) %}{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% endfor %}")
+                .find("over 1 M items"),
+            std::string::npos);
+  // Below the bounds the same shapes render.
+  EXPECT_EQ(render("{% set ns = namespace(s='x') %}{% for i in range(10) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}"
+                   "{{ ns.s | length }}|{% for i in range(1000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}ok",
+                   ojson::object()),
+            "1024|ok");
+}
+
 // A {% set %} in a loop body lives for one iteration (Jinja2's scoping), so a template that
 // tests `prev is defined` or accumulates without a namespace renders as Hugging Face's does.
 TEST(Jinja, SetInALoopBodyDoesNotCarryOver) {

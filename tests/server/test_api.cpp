@@ -233,6 +233,36 @@ TEST(ServerApiParse, LegacyFunctionsAreTools) {
   EXPECT_NE(P.refusal({{"messages", msgs}, {"functions", fn}}, true).find("'functions' must be an array"), std::string::npos);
 }
 
+// Fields the OpenAI API types strictly are refused when they do not fit it: tools that are not
+// function objects, stream_options without stream, a non-string model; and a conversation of more
+// messages than the context has tokens is refused before it is converted or rendered.
+TEST(ServerApiParse, ToolsStreamOptionsModelAndMessageCountAreChecked) {
+  Parser P;
+  const server::json msgs = {{{"role", "user"}, {"content", "hi"}}};
+  for (const server::json& tools : {server::json::array({1, 2}), server::json::array({{{"type", "function"}}}),
+                                    server::json::array({{{"type", "retrieval"}, {"function", {{"name", "f"}}}}}),
+                                    server::json::array({{{"function", {{"name", 3}}}}})}) {
+    const std::string msg = P.refusal({{"messages", msgs}, {"tools", tools}}, true);
+    EXPECT_NE(msg.find("tools[0] must be"), std::string::npos) << tools.dump() << ": " << msg;
+  }
+  EXPECT_NE(P.refusal({{"messages", msgs}, {"functions", server::json::array({"f"})}}, true).find("tools[0] must be"),
+            std::string::npos);
+  EXPECT_EQ(P.refusal({{"messages", msgs}, {"tools", server::json::array({{{"function", {{"name", "f"}}}}})}}, true), "")
+      << "type defaults to function";
+  EXPECT_NE(P.refusal({{"prompt", "a"}, {"stream_options", {{"include_usage", true}}}}).find("only allowed when 'stream'"),
+            std::string::npos);
+  EXPECT_EQ(P.refusal({{"prompt", "a"}, {"stream", true}, {"stream_options", {{"include_usage", true}}}}), "");
+  EXPECT_NE(P.refusal({{"prompt", "a"}, {"model", 5}}).find("'model' must be a string"), std::string::npos);
+  EXPECT_EQ(P.refusal({{"prompt", "a"}, {"model", "any"}}), "");
+  const server::json many = server::json::array();
+  server::json m129 = many;
+  for (int i = 0; i < 129; ++i) m129.push_back({{"role", "user"}, {"content", ""}});
+  const std::string msg = P.refusal({{"messages", m129}}, true);
+  EXPECT_NE(msg.find("holds 129 messages"), std::string::npos) << msg;
+  m129.erase(m129.begin());
+  EXPECT_EQ(P.refusal({{"messages", m129}}, true), "") << "128 messages may fit a 128-token context";
+}
+
 TEST(ServerApiParse, PercentileIsNearestRank) {
   EXPECT_EQ(server::percentile({}, 0.5), 0);
   EXPECT_EQ(server::percentile({5}, 0.99), 5);
