@@ -233,8 +233,18 @@ std::vector<int32_t> chat_prompt(const json& body, const tokenizer::Tokenizer& t
                                    role == "assistant" ? ", an array of text parts or null" : " or an array of text parts",
                                    shown(m["content"])));
   }
+  json conv = flatten_content(*msgs);
+  // llama-server's assistant prefill: the last message, an assistant's, is the start of the reply.
+  std::optional<std::string> prefill;
+  if (lim.prefill_assistant && conv.back()["role"] == "assistant") {
+    if (conv.size() > 1 && conv[conv.size() - 2]["role"] == "assistant")
+      throw BadRequest("two assistant messages end the conversation; only the last one can be continued");
+    const json& c = conv.back()["content"];
+    prefill = c.is_string() ? c.get<std::string>() : std::string();
+    conv.erase(conv.size() - 1);
+  }
   chat::ChatInputs in;
-  in.messages = examples::json_to_value(flatten_content(*msgs));  // every string is data: never a special token
+  in.messages = examples::json_to_value(conv);  // every string is data: never a special token
   // tool_choice: "auto" (the default) hands the tools to the template, which describes them to
   // the model; "none" keeps them from it, so the model is not told it could call them. Forcing a
   // call ("required", a named function) needs constrained decoding, which minfer does not have:
@@ -294,13 +304,14 @@ std::vector<int32_t> chat_prompt(const json& body, const tokenizer::Tokenizer& t
       else in.extra.emplace_back(k, examples::json_to_value(v));
     }
   }
-  in.add_generation_prompt = opt_bool(body, "add_generation_prompt").value_or(true);
+  in.add_generation_prompt = prefill || opt_bool(body, "add_generation_prompt").value_or(true);
   jinja::Text text;
   try {
     text = render(in);
   } catch (const std::exception& e) {  // the template refused the conversation
     throw BadRequest(fmt::format("the chat template refused the conversation: {}", e.what()));
   }
+  if (prefill) text.append_tainted(*prefill, true);
   check_text_fits(text.s.size(), lim);
   std::vector<int32_t> ids;
   try {

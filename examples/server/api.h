@@ -36,6 +36,10 @@ struct ApiLimits {
   size_t max_token_bytes = 1; ///< the longest token text: a text longer than n_ctx_seq of them is refused untokenized
   SamplerParams sampling;     ///< defaults for fields a request leaves out
   int32_t n_predict = -1;     ///< default max_tokens; -1: until the context ends
+  /// A conversation ending with an assistant message: its text starts the reply (rendered as the
+  /// messages before it with the generation prompt, then that text), as llama-server's default;
+  /// false renders it as a finished turn.
+  bool prefill_assistant = true;
 };
 
 /// One generation request, parsed.

@@ -38,6 +38,10 @@ int main(int argc, char** argv) {
     app.add_option("--api-key", sp.api_key, "require 'Authorization: Bearer KEY' on every endpoint but /health");
     app.add_option("--max-body", sp.max_body, "largest request body in bytes (larger: 413, unread)")->check(examples::at_least(1));
     app.add_option("--threads-http", sp.threads_http, "HTTP threads (0: parallel + queue + 8)")->check(examples::at_least(0));
+    bool no_prefill = false;
+    app.add_flag("--no-prefill-assistant", no_prefill,
+                 "render a conversation ending with an assistant message as a finished turn (by default its text is the "
+                 "start of the reply the model continues, as llama-server's)");
     bool no_warmup = false;
     app.add_flag("--no-warmup", no_warmup, "skip running the step shapes once before serving");
     bool no_log = false;
@@ -56,6 +60,7 @@ int main(int argc, char** argv) {
     sp.engine.prefix_cache = !no_cache;
     sp.access_log = !no_log;
     sp.engine.warmup = !no_warmup;
+    sp.prefill_assistant = !no_prefill;
     if (sp.n_predict == 0) throw std::invalid_argument("-n 0 would generate nothing; use -1 for no limit");
 
     // SIGINT / SIGTERM end the server cleanly: every thread blocks them and one waits for them.
@@ -87,6 +92,9 @@ int main(int argc, char** argv) {
       srv.stop(http, port);
     });
     const auto& e = srv.engine();
+    if (e.n_parallel() < sp.engine.n_parallel)  // every running sequence needs its row of a -b batch
+      std::fprintf(stderr, "minfer-server: warning: -np %d is above what the batch holds (-b): %d slots\n",
+                   sp.engine.n_parallel, e.n_parallel());
     // An IPv6 literal is bracketed in a URL (RFC 3986): http://[::1]:8080
     const std::string url_host = host.find(':') != std::string::npos ? "[" + host + "]" : host;
     std::fprintf(stderr,

@@ -183,6 +183,7 @@ Server::Server(examples::Loaded& model, const RunnerParams& rp, const ServerPara
     limits_.max_token_bytes = std::max(limits_.max_token_bytes, m_.tok->token_to_piece(id).size());
   limits_.sampling = params_.sampling;
   limits_.n_predict = params_.n_predict;
+  limits_.prefill_assistant = params_.prefill_assistant;
 }
 
 jinja::Text Server::render(const chat::ChatInputs& in) const {

@@ -49,6 +49,7 @@ struct ServerParams {
   size_t max_body = size_t{8} << 20;  ///< --max-body: larger bodies get 413 unread
   int threads_http = 0;       ///< --threads-http; 0: n_parallel + queue + 8 (a waiting request holds a thread)
   bool access_log = true;     ///< one line per request (method, path, status, tokens, ms)
+  bool prefill_assistant = true;  ///< a final assistant message is the reply's start (ApiLimits)
   std::function<void(const std::string&)> log;  ///< where access-log lines go; null: stderr
   /// Defaults for fields a request leaves out: llama-server's (temperature 0.8, top-k 40, top-p
   /// 0.95, min-p 0.05: SamplerParams' defaults). Unfiltered sampling over a 152k vocabulary costs

@@ -263,6 +263,28 @@ TEST(ServerApiParse, ToolsStreamOptionsModelAndMessageCountAreChecked) {
   EXPECT_EQ(P.refusal({{"messages", m129}}, true), "") << "128 messages may fit a 128-token context";
 }
 
+// llama-server's assistant prefill: a conversation ending with an assistant message is rendered
+// without it, with the generation prompt, and its text starts the reply; --no-prefill-assistant
+// renders it as a finished turn. Two assistant messages at the end are refused.
+TEST(ServerApiParse, FinalAssistantMessageIsTheStartOfTheReply) {
+  Parser P;
+  const server::json user = {{"role", "user"}, {"content", "Write def"}};
+  const server::json asst = {{"role", "assistant"}, {"content", "def foo("}};
+  const auto prompt = [&](const server::Job& j) { return P.tok.decode(j.prompts.at(0)); };
+  server::Job j = P.chat({{"messages", {user, asst}}, {"add_generation_prompt", false}});
+  EXPECT_EQ(P.rendered.messages.list->size(), 1u);
+  EXPECT_TRUE(P.rendered.add_generation_prompt);
+  EXPECT_NE(prompt(j).find("hellodef foo("), std::string::npos) << prompt(j);
+  const server::json parts = {{"role", "assistant"}, {"content", {{{"type", "text"}, {"text", "def "}}, {{"type", "text"}, {"text", "bar("}}}}};
+  j = P.chat({{"messages", {user, parts}}});
+  EXPECT_NE(prompt(j).find("hellodef \nbar("), std::string::npos) << "text parts joined as everywhere: " << prompt(j);
+  EXPECT_NE(P.refusal({{"messages", {user, asst, asst}}}, true).find("two assistant messages"), std::string::npos);
+  P.lim.prefill_assistant = false;
+  j = P.chat({{"messages", {user, asst}}});
+  EXPECT_EQ(P.rendered.messages.list->size(), 2u);
+  EXPECT_EQ(prompt(j), "hello");
+}
+
 TEST(ServerApiParse, PercentileIsNearestRank) {
   EXPECT_EQ(server::percentile({}, 0.5), 0);
   EXPECT_EQ(server::percentile({5}, 0.99), 5);
