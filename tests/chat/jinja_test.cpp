@@ -189,18 +189,20 @@ TEST(Jinja, UnsupportedConstructsAreClearErrors) {
   EXPECT_EQ(run_error("{{ 'x' % 3 }}"), "chat template line 1: unsupported: printf-style string formatting with '%'");
 }
 
+// The TemplateError rendering `tpl` gives, or "(no error)".
+std::string error_of(const std::string& tpl) {
+  try {
+    render(tpl, ojson::object());
+  } catch (const TemplateError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
 // Input a chat template in a GGUF (or a server's --chat-template) can carry that once crashed or
 // hung the process: nesting past the limit is a parse error (not a stack overflow), huge powers
 // run by squaring, integers that overflow 64 bits and huge repetitions are errors.
 TEST(Jinja, HostileTemplatesAreErrorsNotCrashes) {
-  const auto error_of = [](const std::string& tpl) {
-    try {
-      render(tpl, ojson::object());
-    } catch (const TemplateError& e) {
-      return std::string(e.what());
-    }
-    return std::string("(no error)");
-  };
   const auto repeat = [](const std::string& a, int n) {
     std::string r;
     for (int i = 0; i < n; ++i) r += a;
@@ -231,14 +233,6 @@ TEST(Jinja, HostileTemplatesAreErrorsNotCrashes) {
 // lists that double, output that grows without bound. Each is an error within the render's
 // bounds (jinja::kMaxSteps, kMaxStringBytes), not a stalled or exhausted process.
 TEST(Jinja, RenderWorkAndSizeAreBounded) {
-  const auto error_of = [](const std::string& tpl) {
-    try {
-      render(tpl, ojson::object());
-    } catch (const TemplateError& e) {
-      return std::string(e.what());
-    }
-    return std::string("(no error)");
-  };
   const std::string steps = "more than " + std::to_string(jinja::kMaxSteps) + " statements and loop iterations";
   for (const char* tpl : {"{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
                           "{% for i in range(100000) %}{% for j in range(100000) %}{{ '' }}{% endfor %}{% endfor %}",
