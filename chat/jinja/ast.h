@@ -54,6 +54,8 @@ constexpr int kMaxNesting = 128;
 /// or a request; these keep its render to seconds and its memory to tens of megabytes.
 constexpr int64_t kMaxSteps = int64_t{1} << 20;
 constexpr size_t kMaxStringBytes = size_t{1} << 24;
+/// Items of a list built by `*` or `+` (a Value is ~170 bytes: 16 M items took 2.8 GB).
+constexpr size_t kMaxListItems = size_t{1} << 20;
 
 struct Stmt;
 using StmtPtr = std::unique_ptr<Stmt>;

@@ -418,7 +418,7 @@ Value Interpreter::binary(const Expr& e) {
       return Value::string(std::move(t));
     }
     if (a.is_list() && b.is_list()) {
-      if (a.list->size() + b.list->size() > (size_t{1} << 20)) fail(e.line, "'+' makes a list over 1 M items");
+      if (a.list->size() + b.list->size() > kMaxListItems) fail(e.line, "'+' makes a list over 1 M items");
       List l = *a.list;
       l.insert(l.end(), b.list->begin(), b.list->end());
       return Value::new_list(std::move(l), a.is_tuple);
@@ -433,8 +433,7 @@ Value Interpreter::binary(const Expr& e) {
     if ((a.is_string() || a.is_list()) && b.is_integer()) {
       const Value& seq = a;
       const size_t unit = seq.is_string() ? seq.str.s.size() : seq.list->size();
-      // 16 M bytes of a string, 1 M items of a list (a Value is ~170 bytes: 16 M items took 2.8 GB).
-      const uint64_t cap = seq.is_string() ? uint64_t{1} << 24 : uint64_t{1} << 20;
+      const uint64_t cap = seq.is_string() ? kMaxStringBytes : kMaxListItems;
       if (b.i > 0 && unit > 0 && static_cast<uint64_t>(b.i) > cap / unit)
         fail(e.line, "repetition '*' " + std::to_string(b.i) + " makes a value over " +
                          (seq.is_string() ? "16 M bytes" : "1 M items"));

@@ -644,8 +644,8 @@ void Server::install(HttpServer& http) {
     std::string msg = res.status == 404   ? "no such endpoint"
                       : res.status == 413 ? too_large(params_.max_body)
                       : res.status == 400 ? "the request could not be read (malformed HTTP, or it did not arrive within the read timeout)"
-                      : res.status == 414 ? "the request line is too long (URI over 8 KiB)"
-                                          : "request failed";
+                      : res.status == 414 ? fmt::format("the request URI is over {} bytes", CPPHTTPLIB_REQUEST_URI_MAX_LENGTH)
+                                          : std::string("request failed");
     // A request refused while its line was read has no method or path to name.
     const std::string where = req.method.empty() ? std::string("request") : req.method + " " + req.path;
     res.set_content(dump(error_json(fmt::format("{}: {}", where, msg), res.status)), "application/json");

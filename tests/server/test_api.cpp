@@ -254,8 +254,7 @@ TEST(ServerApiParse, ToolsStreamOptionsModelAndMessageCountAreChecked) {
   EXPECT_EQ(P.refusal({{"prompt", "a"}, {"stream", true}, {"stream_options", {{"include_usage", true}}}}), "");
   EXPECT_NE(P.refusal({{"prompt", "a"}, {"model", 5}}).find("'model' must be a string"), std::string::npos);
   EXPECT_EQ(P.refusal({{"prompt", "a"}, {"model", "any"}}), "");
-  const server::json many = server::json::array();
-  server::json m129 = many;
+  server::json m129 = server::json::array();
   for (int i = 0; i < 129; ++i) m129.push_back({{"role", "user"}, {"content", ""}});
   const std::string msg = P.refusal({{"messages", m129}}, true);
   EXPECT_NE(msg.find("holds 129 messages"), std::string::npos) << msg;
