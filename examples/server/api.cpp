@@ -235,8 +235,10 @@ std::vector<int32_t> chat_prompt(const json& body, const tokenizer::Tokenizer& t
   }
   json conv = flatten_content(*msgs);
   // llama-server's assistant prefill: the last message, an assistant's, is the start of the reply.
+  // A turn that calls tools is complete as it is (dropping it would lose its calls).
   std::optional<std::string> prefill;
-  if (lim.prefill_assistant && conv.back()["role"] == "assistant") {
+  const json& last = conv.back();
+  if (lim.prefill_assistant && last["role"] == "assistant" && !(last.contains("tool_calls") && !last["tool_calls"].is_null())) {
     if (conv.size() > 1 && conv[conv.size() - 2]["role"] == "assistant")
       throw BadRequest("two assistant messages end the conversation; only the last one can be continued");
     const json& c = conv.back()["content"];

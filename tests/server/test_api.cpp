@@ -278,6 +278,10 @@ TEST(ServerApiParse, FinalAssistantMessageIsTheStartOfTheReply) {
   j = P.chat({{"messages", {user, parts}}});
   EXPECT_NE(prompt(j).find("hellodef \nbar("), std::string::npos) << "text parts joined as everywhere: " << prompt(j);
   EXPECT_NE(P.refusal({{"messages", {user, asst, asst}}}, true).find("two assistant messages"), std::string::npos);
+  const server::json call = {{"role", "assistant"}, {"content", nullptr},
+                             {"tool_calls", {{{"type", "function"}, {"function", {{"name", "f"}, {"arguments", "{}"}}}}}}};
+  j = P.chat({{"messages", {user, call}}});
+  EXPECT_EQ(P.rendered.messages.list->size(), 2u) << "a tool-call turn is kept, not continued";
   P.lim.prefill_assistant = false;
   j = P.chat({{"messages", {user, asst}}});
   EXPECT_EQ(P.rendered.messages.list->size(), 2u);
