@@ -109,7 +109,10 @@ xz -9 -T1 -c "$fixtures_src/tokenizer/llama3-vocab.gguf" >"$devb/llama3-vocab.gg
 
 n_bin=$(ls "$dev/bin" | wc -l)
 n_tests=$(ls "$dev/tests" | wc -l)
-(cd "$dev" && tar cf - bin tests lib | xz -9e -T1 >payload.tar.xz && rm -rf bin tests lib)
+# One dictionary over the whole stream: every binary carries the same CUDA fatbin, and a window
+# that holds them all (512 MiB) packs them into ~18 MB at preset 1 in seconds, where -9e's 64 MiB
+# window packed 26 MB in ~2.5 minutes.
+(cd "$dev" && tar cf - bin tests lib | xz -T1 --lzma2=preset=1,dict=512MiB >payload.tar.xz && rm -rf bin tests lib)
 size_kb=$(du -sk "$dev" | cut -f1)
 echo "build_device: .dev holds $((size_kb / 1024)) MB ($n_bin programs, $n_tests test binaries in payload.tar.xz)"
 (( size_kb < 60 * 1024 )) || { echo "build_device: .dev is over 60 MB" >&2; exit 1; }

@@ -102,37 +102,42 @@ __global__ void rope_kernel(TD x, const int32_t* pos, float* dst, RopeArgs r) {
 // per block), so the planes equal those of the two separate kernels. A thread keeps its V elements
 // (and their weights) in registers between the two passes: element threadIdx.x + j * blockDim.x is
 // element `lane` of unit warp + j * warps, so the quantizing warps find them where the sum of
-// squares read them, and the row is read from memory once, all loads in flight together (the
-// decode step's norms are latency-bound: reloading per unit cost ~11 us a row on the H200).
-template <int V>
-__global__ void rms_norm_q8_1_kernel(TD x, DType xt, TD w, DType wt, bool has_w, float eps, int8_t* qs, float2* ds) {
+// squares read them, and the row is read from memory once. The loads are predicated, not behind a
+// dtype switch (x is f32, the weight's type WT a template argument): behind load_scalar's switch
+// they were issued one after another, ~9 us a decode step's row on the H100 (a DRAM or L2 latency
+// per element a thread reads) where all in flight together take one latency.
+enum class NormW { None, F32, F16 };
+
+template <int V, NormW WT>
+__global__ void rms_norm_q8_1_kernel(const float* __restrict__ x, const void* __restrict__ w, float eps, int64_t n,
+                                     int8_t* qs, float2* ds) {
   __shared__ float red[32];
-  int64_t i1, i2, i3;
-  split_row(blockIdx.x, x.ne, i1, i2, i3);
-  const char* rx = td_row(x, i1, i2, i3);
-  const int64_t n = x.ne[0];
+  const int64_t r = blockIdx.x;
+  const float* rx = x + r * n;
   float xv[V], wv[V];
 #pragma unroll
   for (int j = 0; j < V; ++j) {
     const int64_t i = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
-    xv[j] = i < n ? load_scalar(xt, rx + i * x.nb[0]) : 0.0f;
-    wv[j] = has_w && i < n ? load_scalar(wt, w.data + i * w.nb[0]) : 1.0f;
+    const bool in = i < n;
+    xv[j] = in ? __ldg(rx + i) : 0.0f;
+    if constexpr (WT == NormW::F32) wv[j] = in ? __ldg(static_cast<const float*>(w) + i) : 1.0f;
+    else if constexpr (WT == NormW::F16) wv[j] = in ? __half2float(__ldg(static_cast<const __half*>(w) + i)) : 1.0f;
+    else wv[j] = 1.0f;
   }
   float s = 0.0f;
 #pragma unroll
-  for (int j = 0; j < V; ++j)
-    if (threadIdx.x + static_cast<int64_t>(j) * blockDim.x < n) s += xv[j] * xv[j];
+  for (int j = 0; j < V; ++j) s += xv[j] * xv[j];  // the elements past n are zeros
   s = block_sum(s, red);
   const float inv = 1.0f / sqrtf(s / static_cast<float>(n) + eps);
   const int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
-  const int64_t r = blockIdx.x, U = n / 32;
+  const int64_t U = n / 32;
 #pragma unroll
   for (int j = 0; j < V; ++j) {
     const int64_t b = (threadIdx.x >> 5) + static_cast<int64_t>(j) * nw;
     if (b >= U) break;  // whole warps: n is a multiple of 32
     const int64_t i = b * 32 + lane;
     float v = xv[j] * inv;
-    if (has_w) v *= wv[j];
+    if constexpr (WT != NormW::None) v *= wv[j];
     const bool finite = __all_sync(0xffffffffu, fabsf(v) <= 3.402823466e38f);
     const float amax = warp_max(fabsf(v));
     const float d = finite ? amax / 127.0f : __int_as_float(0x7fc00000);
@@ -150,7 +155,7 @@ bool s_rms_norm_q8_1(const Tensor& node) {
   const Tensor* x = node.src[0];
   const Tensor* w = node.src[1];
   if (!x || x->type != DType::F32 || !x->is_contiguous() || x->ne[0] % 32 != 0 || x->ne[0] > 32768) return false;
-  if (w && w->type != DType::F32 && w->type != DType::F16) return false;
+  if (w && ((w->type != DType::F32 && w->type != DType::F16) || w->nb[0] != dtype_type_size(w->type))) return false;
   return node.type == DType::I8 && node.nbytes() >= q8_plane_bytes(x->nrows(), x->ne[0]);
 }
 
@@ -161,21 +166,27 @@ void k_rms_norm_q8_1(KernelContext& kc, Tensor& node) {
   const int64_t rows = x.nrows();
   if (rows == 0) return;
   const Q8Planes planes = q8_planes(node.data, rows, x.ne[0]);
-  TD wd{};
-  if (w) wd = td(*w);
   const int64_t n = x.ne[0];
   const int threads = row_threads(n, n > 512 * 32 ? 1024 : 512);
   const int64_t per_thread = ceil_div(n, threads);
-  const auto launch = [&](auto kernel) {
-    kernel<<<static_cast<unsigned>(rows), threads, 0, kc.stream>>>(td(x), x.type, wd, w ? w->type : DType::F32,
-                                                                   w != nullptr, node.param<float>(0), planes.qs, planes.ds);
+  const NormW wt = !w ? NormW::None : w->type == DType::F16 ? NormW::F16 : NormW::F32;
+  const auto launch = [&](auto v) {
+    constexpr int V = decltype(v)::value;
+    const auto run = [&](auto kernel) {
+      kernel<<<static_cast<unsigned>(rows), threads, 0, kc.stream>>>(static_cast<const float*>(x.data),
+                                                                     w ? w->data : nullptr, node.param<float>(0), n,
+                                                                     planes.qs, planes.ds);
+    };
+    if (wt == NormW::None) run(rms_norm_q8_1_kernel<V, NormW::None>);
+    else if (wt == NormW::F32) run(rms_norm_q8_1_kernel<V, NormW::F32>);
+    else run(rms_norm_q8_1_kernel<V, NormW::F16>);
   };
-  if (per_thread <= 1) launch(rms_norm_q8_1_kernel<1>);
-  else if (per_thread <= 2) launch(rms_norm_q8_1_kernel<2>);
-  else if (per_thread <= 4) launch(rms_norm_q8_1_kernel<4>);
-  else if (per_thread <= 8) launch(rms_norm_q8_1_kernel<8>);
-  else if (per_thread <= 16) launch(rms_norm_q8_1_kernel<16>);
-  else if (per_thread <= 32) launch(rms_norm_q8_1_kernel<32>);
+  if (per_thread <= 1) launch(std::integral_constant<int, 1>{});
+  else if (per_thread <= 2) launch(std::integral_constant<int, 2>{});
+  else if (per_thread <= 4) launch(std::integral_constant<int, 4>{});
+  else if (per_thread <= 8) launch(std::integral_constant<int, 8>{});
+  else if (per_thread <= 16) launch(std::integral_constant<int, 16>{});
+  else if (per_thread <= 32) launch(std::integral_constant<int, 32>{});
   else throw OpError(kc.where() + ": rms_norm_q8_1 rows of " + std::to_string(n) + " elements (at most 32768)");
   kc.check_launch("rms_norm_q8_1_kernel");
 }

@@ -232,13 +232,15 @@ TEST(CudaFusedLayer, DecoderLayerThroughEveryRewrite) {
         p.head_dim_v = hd;
         p.rope.freq_base = 1e6f;
         p.kq_scale = 0.125f;
-        Tensor* hn = ops::rms_norm(ctx, x, 1e-6f, ctx.new_tensor(DType::F32, {n_embd}, "attn_norm"));
+        // f16 norm weights in the Qwen3 variant: RMS_NORM_Q8_1 reads either type.
+        const DType norm_t = qwen3 ? DType::F16 : DType::F32;
+        Tensor* hn = ops::rms_norm(ctx, x, 1e-6f, ctx.new_tensor(norm_t, {n_embd}, "attn_norm"));
         const auto pr = att.project(ctx, hn, pos, cells, kc, vc, p);
         Tensor* a = ops::attention(ctx, pr.q, pr.k_store, pr.v_store, pos, ctx.new_tensor(DType::I32, {T}, "seq"),
                                    ctx.new_tensor(DType::I32, {n_ctx / 16, 1}, "table"), 16, p.kq_scale);
         a = reshape(ctx, a, {hd * n_head, T});
         x = models::residual_add(ctx, x, ops::mul_mat(ctx, att.wo, a));
-        hn = ops::rms_norm(ctx, x, 1e-6f, ctx.new_tensor(DType::F32, {n_embd}, "ffn_norm"));
+        hn = ops::rms_norm(ctx, x, 1e-6f, ctx.new_tensor(norm_t, {n_embd}, "ffn_norm"));
         Tensor* gu = ctx.new_tensor(DType::Q4_K, {n_embd, 2 * n_ff}, "w_gate_up");
         models::SwiGluFfn ffn{slice(ctx, gu, 1, 0, n_ff), slice(ctx, gu, 1, n_ff, n_ff),
                               ctx.new_tensor(DType::Q6_K, {n_ff, n_embd}, "w_down")};

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# A decode-step A/B in one call (2026-12-06: the K-split fixup inside the matmul kernels, the norm
+# kernels' loads). Carry [".devq"] holding payload.tar.xz (the new build: bin/ minfer-bench,
+# minfer-batched-bench, minfer-mkmodel; tests/ test_backend_ops, test_cuda_ops), base-payload.tar.xz
+# (the base build's) and qwen-vocab.gguf.xz. Steps: the new build's CUDA op tests (OPS_FILTER,
+# CUDA_OPS_FILTER), the kernels of one B = NPL_PROF decode step of each build under ncu (2-layer 7B
+# shape; NCU=0 skips), a Qwen3-30B-A3B-shaped Q4_K_M cut to 16 blocks (MOE=1: pp512 / tg128, new
+# and base interleaved), then the 7B Q4_K_M benchmarks (DENSE=0 skips), new and base interleaved,
+# ROUNDS rounds (NPL: batched-bench's batch sizes).
+set -o pipefail
+source "$(dirname "$0")/common.sh"
+untar .devq/payload.tar.xz /tmp/new
+untar .devq/base-payload.tar.xz /tmp/base
+vocab=/tmp/qwen-vocab.gguf
+unxz .devq/qwen-vocab.gguf.xz $vocab
+gtest t_ops ${T_OPS:-120} /tmp/new/tests/test_backend_ops "${OPS_FILTER:-cuda.mul_mat*:Coverage.cuda}"
+gtest t_cuda_ops ${T_CUDA_OPS:-120} /tmp/new/tests/test_cuda_ops "${CUDA_OPS_FILTER:-CudaFused*}"
+if [[ ${MOE:-0} == 1 ]]; then
+  a3b=/tmp/a3b.gguf
+  /tmp/new/bin/minfer-mkmodel -q -o $a3b --shape qwen3-30b-a3b --n-layer 16 --type Q4_K_M > $out/mk_a3b.log 2>&1
+  echo "mkmodel a3b $((SECONDS - t0)) s"
+  for i in $(seq ${ROUNDS:-2}); do
+    for side in /tmp/new /tmp/base; do table $side minfer-bench -m $a3b --device cuda -p 512 -n 128 -r 3; done
+  done
+fi
+[[ ${DENSE:-1} == 1 ]] || { echo "done $((SECONDS - t0)) s"; exit 0; }
+m2=/tmp/7b-2l.gguf
+[[ ${NCU:-1} == 1 ]] && /tmp/new/bin/minfer-mkmodel -q -o $m2 --shape qwen2.5-7b --n-layer 2 --type Q4_K_M --vocab $vocab > $out/mk2.log 2>&1
+ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+for side in new base; do
+  [[ ${NCU:-1} == 1 ]] || break
+  echo "== ncu one decode step, $side"
+  timeout 120 "$ncu" --clock-control none --csv --graph-profiling node \
+    --metrics gpu__time_duration.sum,dram__bytes_read.sum \
+    /tmp/$side/bin/minfer-batched-bench -m $m2 --device cuda -npp 64 -ntg 4 -npl ${NPL_PROF:-16} > $out/ncu_$side.csv 2> $out/ncu_$side.err
+  python3 - "$out/ncu_$side.csv" <<'PY'
+import csv, io, re, sys
+from collections import OrderedDict
+text = open(sys.argv[1], errors="replace").read().splitlines()
+start = next(i for i, l in enumerate(text) if l.startswith('"ID"'))
+rows = list(csv.DictReader(io.StringIO("\n".join(l for l in text[start:] if l.startswith('"')))))
+per, names = {}, {}
+for r in rows:
+    if r["Metric Name"] != "gpu__time_duration.sum": continue
+    t = float(r["Metric Value"].replace(",", "")) * {"ns": 1e-3, "nsecond": 1e-3, "ms": 1e3, "msecond": 1e3}.get(r["Metric Unit"], 1.0)
+    per[int(r["ID"])] = t
+    names[int(r["ID"])] = re.sub(r"\(.*$", "", r["Kernel Name"]).replace("void ", "").replace("minfer::cuda::", "").replace("<unnamed>::", "")
+ids = sorted(per)
+# the last decode step: from its embedding (the last get_rows followed by the first norm) to the end
+last = max(i for k, i in enumerate(ids[:-1]) if "get_rows" in names[i] and "rms_norm_q8_1" in names[ids[k + 1]])
+step = [i for i in ids if i >= last]
+agg = OrderedDict()
+for i in step:
+    a = agg.setdefault(names[i][:58], [0, 0.0]); a[0] += 1; a[1] += per[i]
+for n, (c, t) in agg.items(): print(f"    {c:3d} x {t / c:7.2f} us = {t:8.2f}  {n}")
+print(f"    step (2 layers + LM head): {len(step)} kernels, {sum(per[i] for i in step):.1f} us")
+PY
+done
+make_7b /tmp/new/bin/minfer-mkmodel $vocab
+for i in $(seq ${ROUNDS:-2}); do
+  for side in /tmp/new /tmp/base; do
+    left ${T_BENCH:-540} || break
+    table $side minfer-batched-bench -m $m --device cuda -npp 512 -ntg 128 -npl ${NPL:-1,4,16}
+    table $side minfer-bench -m $m --device cuda -p ${PP:-0} -n 64 -r 2
+  done
+done
+echo "done $((SECONDS - t0)) s"
