@@ -10,10 +10,7 @@
 # of .dev: scripts/probes/final_check.sh in a call of their own.
 set -o pipefail
 source "$(dirname "$0")/common.sh"
-untar .devq/payload.tar.xz /tmp/new
-untar .devq/base-payload.tar.xz /tmp/base
-vocab=/tmp/qwen-vocab.gguf
-unxz .devq/qwen-vocab.gguf.xz $vocab
+unpack_ab
 unxz .devq/attn_probe_new.xz /tmp/attn_probe_new x
 if [[ -x /tmp/attn_probe_new ]]; then
   echo "== probe new"

@@ -9,10 +9,7 @@
 # ROUNDS rounds (NPL: batched-bench's batch sizes).
 set -o pipefail
 source "$(dirname "$0")/common.sh"
-untar .devq/payload.tar.xz /tmp/new
-untar .devq/base-payload.tar.xz /tmp/base
-vocab=/tmp/qwen-vocab.gguf
-unxz .devq/qwen-vocab.gguf.xz $vocab
+unpack_ab
 gtest t_ops ${T_OPS:-120} /tmp/new/tests/test_backend_ops "${OPS_FILTER:-cuda.mul_mat*:Coverage.cuda}"
 gtest t_cuda_ops ${T_CUDA_OPS:-120} /tmp/new/tests/test_cuda_ops "${CUDA_OPS_FILTER:-CudaFused*}"
 if [[ ${MOE:-0} == 1 ]]; then

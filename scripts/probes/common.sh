@@ -32,6 +32,15 @@ gtest() {
   grep -E '^\[  FAILED  \] [A-Za-z]|Failure|nmse .* > ' "$out/$name.log" | head -12
 }
 
+# unpack_ab: an A/B call's builds from .devq (scripts/build_device.sh payloads: payload.tar.xz the
+# new one into /tmp/new, base-payload.tar.xz into /tmp/base) and vocab=/tmp/qwen-vocab.gguf.
+unpack_ab() {
+  untar .devq/payload.tar.xz /tmp/new
+  untar .devq/base-payload.tar.xz /tmp/base
+  vocab=/tmp/qwen-vocab.gguf
+  unxz .devq/qwen-vocab.gguf.xz $vocab
+}
+
 # table DIR PROGRAM ARGS...: DIR/bin/PROGRAM's benchmark table rows, each prefixed with DIR.
 table() { local side=$1; shift; "$side/bin/$@" 2>&1 | grep -E '^\|' | grep -vE '^\| *(model|---)' | sed "s|^|$side |"; }
 

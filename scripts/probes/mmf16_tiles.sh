@@ -8,7 +8,10 @@
 #   t2w2s3   the same with 3 weight stages
 #   (also run: nocomp / noload, the pipeline without arithmetic / without weight loads; nt1, the
 #   8-column tile at N <= 8 the library took; s3, s4, s3nt1, deeper weight pipelines)
-# Builds: docs/perf/2026-12-06-mmf16-tiles.md. Prints the probe's rows prefixed with the build.
+#   f<F>i<I> the K-split targets: mmf16_k_splits' kTargetPerSm = F (4 in the library) and
+#            k_splits' blocks-per-SM factor = I (3) (docs/perf/2026-12-06-decode-launches.md)
+# Builds: docs/perf/2026-12-06-mmf16-tiles.md. SHAPES: probe shape filters, each optionally
+# :kernel (default f16; e.g. q4k_wo:int8). Prints the probe's rows prefixed with the build.
 source "$(dirname "$0")/common.sh"
 vs=${VARIANTS:-t1w4 t2w4 t2w2 t2w2s3}
 for v in $vs; do unxz .devp/mmq_probe_$v.xz /tmp/p_$v x; done
@@ -16,7 +19,9 @@ probe() { timeout "${T_SHAPE:-40}" /tmp/p_$1 "$2" "$3" | grep -E '^\| |FAIL' | g
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader
 for r in $(seq ${ROUNDS:-2}); do
   for s in ${SHAPES:-gate_up q4k_down q6k_down lm_head}; do
-    for v in $vs; do probe $v $s f16 | grep -E "\| (${NS:-1|4|8|9|16|32|64}) \||FAIL"; done
+    k=f16
+    [[ $s == *:* ]] && k=${s##*:}
+    for v in $vs; do probe $v ${s%%:*} $k | grep -E "\| (${NS:-1|4|8|9|16|32|64}) \||FAIL"; done
   done
   echo "round $r done $((SECONDS - t0)) s"
 done
