@@ -54,6 +54,22 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+/// One q8_1 block (32 values, one per lane of a full warp): q = round(x / d) with d = max|x| / 127,
+/// stored at q[lane], and (d, d * sum(q)) at *ds by lane 0. A block with a non-finite value gets
+/// d = NaN and zero quants, so the NaN reaches the matmul's output. The one spelling of the
+/// activation quantization for the decode matmuls' q8_1 planes (quantize_q8_1, swiglu_q8_1,
+/// rms_norm_q8_1); the GGUF block encoders (f16 scales) are quant_device.cuh's.
+__device__ __forceinline__ void warp_quantize_q8_1(float x, int lane, int8_t* q, float2* ds) {
+  const bool finite = __all_sync(0xffffffffu, fabsf(x) <= 3.402823466e38f);
+  const float amax = warp_max(fabsf(x));
+  const float d = finite ? amax / 127.0f : __int_as_float(0x7fc00000);
+  const float id = (finite && d != 0.0f) ? 1.0f / d : 0.0f;
+  const int v = finite ? static_cast<int>(roundf(x * id)) : 0;
+  q[lane] = static_cast<int8_t>(v);
+  const float sum = warp_sum(static_cast<float>(v));
+  if (lane == 0) *ds = make_float2(d, d * sum);
+}
+
 /// Block-wide sum for blockDim.x a multiple of 32 (<= 1024); every thread gets the result.
 __device__ __forceinline__ float block_sum(float v, float* smem32) {
   v = warp_sum(v);

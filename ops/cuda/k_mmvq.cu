@@ -413,14 +413,7 @@ __global__ void quantize_q8_1_kernel(TD b, DType bt, int64_t n_blocks, int8_t* q
   int64_t i1, i2, i3;
   split_row(r, b.ne, i1, i2, i3);
   const float x = load_scalar(bt, td_row(b, i1, i2, i3) + k * b.nb[0]);
-  const bool finite = __all_sync(0xffffffffu, fabsf(x) <= 3.402823466e38f);
-  const float amax = warp_max(fabsf(x));
-  const float d = finite ? amax / 127.0f : __int_as_float(0x7fc00000);
-  const float id = (finite && d != 0.0f) ? 1.0f / d : 0.0f;
-  const int q = finite ? static_cast<int>(roundf(x * id)) : 0;
-  qs[r * b.ne[0] + k] = static_cast<int8_t>(q);
-  const float sum = warp_sum(static_cast<float>(q));
-  if (lane == 0) ds[blk] = make_float2(d, d * sum);
+  warp_quantize_q8_1(x, lane, qs + r * b.ne[0] + k - lane, ds + blk);
 }
 
 // SwiGLU straight into q8_1 planes: h = silu(g) * u per element, then the block quantization of
@@ -434,14 +427,7 @@ __global__ void swiglu_q8_1_kernel(TD g, TD u, int64_t n_blocks, int8_t* qs, flo
   const float gv = *reinterpret_cast<const float*>(g.data + r * g.nb[1] + k * 4);
   const float uv = *reinterpret_cast<const float*>(u.data + r * u.nb[1] + k * 4);
   const float x = gv / (1.0f + expf(-gv)) * uv;
-  const bool finite = __all_sync(0xffffffffu, fabsf(x) <= 3.402823466e38f);
-  const float amax = warp_max(fabsf(x));
-  const float d = finite ? amax / 127.0f : __int_as_float(0x7fc00000);
-  const float id = (finite && d != 0.0f) ? 1.0f / d : 0.0f;
-  const int q = finite ? static_cast<int>(roundf(x * id)) : 0;
-  qs[r * g.ne[0] + k] = static_cast<int8_t>(q);
-  const float sum = warp_sum(static_cast<float>(q));
-  if (lane == 0) ds[blk] = make_float2(d, d * sum);
+  warp_quantize_q8_1(x, lane, qs + r * g.ne[0] + k - lane, ds + blk);
 }
 
 __global__ void swiglu_f32_kernel(TD g, TD u, float* h) {

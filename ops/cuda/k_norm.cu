@@ -135,17 +135,9 @@ __global__ void rms_norm_q8_1_kernel(const float* __restrict__ x, const void* __
   for (int j = 0; j < V; ++j) {
     const int64_t b = (threadIdx.x >> 5) + static_cast<int64_t>(j) * nw;
     if (b >= U) break;  // whole warps: n is a multiple of 32
-    const int64_t i = b * 32 + lane;
     float v = xv[j] * inv;
     if constexpr (WT != NormW::None) v *= wv[j];
-    const bool finite = __all_sync(0xffffffffu, fabsf(v) <= 3.402823466e38f);
-    const float amax = warp_max(fabsf(v));
-    const float d = finite ? amax / 127.0f : __int_as_float(0x7fc00000);
-    const float id = (finite && d != 0.0f) ? 1.0f / d : 0.0f;
-    const int q = finite ? static_cast<int>(roundf(v * id)) : 0;
-    qs[r * n + i] = static_cast<int8_t>(q);
-    const float sum = warp_sum(static_cast<float>(q));
-    if (lane == 0) ds[r * U + b] = make_float2(d, d * sum);
+    warp_quantize_q8_1(v, lane, qs + r * n + b * 32, ds + r * U + b);
   }
 }
 

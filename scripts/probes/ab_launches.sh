@@ -5,8 +5,8 @@
 # (the base build's) and qwen-vocab.gguf.xz. Steps: the new build's CUDA op tests (OPS_FILTER,
 # CUDA_OPS_FILTER), the kernels of one B = NPL_PROF decode step of each build under ncu (2-layer 7B
 # shape; NCU=0 skips), a Qwen3-30B-A3B-shaped Q4_K_M cut to 16 blocks (MOE=1: pp512 / tg128, new
-# and base interleaved), then the 7B Q4_K_M benchmarks (DENSE=0 skips), new and base interleaved,
-# ROUNDS rounds (NPL: batched-bench's batch sizes).
+# and base interleaved), then the 7B Q4_K_M benchmarks (DENSE=0 skips; DENSE_SHAPE=qwen2.5-0.5b
+# etc. another shape), new and base interleaved, ROUNDS rounds (NPL: batched-bench's batch sizes).
 set -o pipefail
 source "$(dirname "$0")/common.sh"
 unpack_ab
@@ -53,7 +53,13 @@ for n, (c, t) in agg.items(): print(f"    {c:3d} x {t / c:7.2f} us = {t:8.2f}  {
 print(f"    step (2 layers + LM head): {len(step)} kernels, {sum(per[i] for i in step):.1f} us")
 PY
 done
-make_7b /tmp/new/bin/minfer-mkmodel $vocab
+if [[ -n ${DENSE_SHAPE:-} ]]; then  # another dense shape instead of the 7B (quicker to make)
+  m=/tmp/dense.gguf
+  /tmp/new/bin/minfer-mkmodel -q -o $m --shape $DENSE_SHAPE --type Q4_K_M --vocab $vocab > $out/mk_dense.log 2>&1
+  echo "mkmodel $DENSE_SHAPE $((SECONDS - t0)) s"
+else
+  make_7b /tmp/new/bin/minfer-mkmodel $vocab
+fi
 for i in $(seq ${ROUNDS:-2}); do
   for side in /tmp/new /tmp/base; do
     left ${T_BENCH:-540} || break
