@@ -195,6 +195,7 @@ void Engine::loop() {
       if (tasks_.empty()) cv_.wait(lk, [&] { return stop_ || !incoming_.empty() || (cancel_all_ && !tasks_.empty()); });
       if (stop_) break;
       fresh.swap(incoming_);
+      starting_ = fresh.size();
     }
     const auto t_iter = Clock::now();  // (idle waiting above is not engine time)
     for (auto& t : fresh) start(t);
@@ -284,7 +285,9 @@ void Engine::snapshot(double step_s, int64_t d_prompt, int64_t d_gen) {
   const SchedulerStats& st = sched_->stats();
   const KvCache& kv = runner_->kv();
   const auto now = Clock::now();
+  std::lock_guard<std::mutex> lk(mu_);  // starting_ drops as m_ takes the scheduler's figures
   std::lock_guard<std::mutex> mk(metrics_mu_);
+  starting_ = 0;
   m_.requests_running = sched_->n_running_requests();
   m_.requests_queued = sched_->n_waiting();
   m_.sequences_running = sched_->n_running();
@@ -313,14 +316,10 @@ void Engine::snapshot(double step_s, int64_t d_prompt, int64_t d_gen) {
 }
 
 EngineMetrics Engine::metrics() const {
-  size_t incoming = 0;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    incoming = incoming_.size();
-  }
+  std::lock_guard<std::mutex> lk(mu_);  // incoming_ and starting_ as of m_
   std::lock_guard<std::mutex> mk(metrics_mu_);
   EngineMetrics m = m_;
-  m.requests_queued += static_cast<int32_t>(incoming);
+  m.requests_queued += static_cast<int32_t>(incoming_.size() + starting_);
   const auto now = Clock::now();
   int64_t p = 0, g = 0;
   for (const auto& [t, dp, dg] : window_)

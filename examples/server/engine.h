@@ -164,11 +164,15 @@ class Engine {
   std::unique_ptr<Scheduler> sched_;
   int32_t n_ctx_seq_ = 0, n_ctx_pool_ = 0, n_vocab_ = 0;
 
-  mutable std::mutex mu_;  // incoming_, inflight_, stop_
+  mutable std::mutex mu_;  // incoming_, starting_, inflight_, stop_ (taken before metrics_mu_)
   std::condition_variable cv_;
   std::condition_variable idle_cv_;  // inflight_ dropped
   int finishing_ = 0;  // tasks out of inflight_ whose waiters are not yet woken (finish)
   std::vector<std::shared_ptr<Task>> incoming_;
+  // Tasks the engine thread took from incoming_ that the scheduler figures in m_ do not show yet
+  // (until the snapshot after their first step): /metrics counts them as queued, so a request is
+  // never missing from it between submission and the next step.
+  size_t starting_ = 0;
   int32_t inflight_ = 0;  // sequences of the tasks accepted and not done
   bool stop_ = false;
   std::atomic<bool> cancel_all_{false};
