@@ -55,8 +55,15 @@ void Interpreter::tick(int line) {
     fail(line, "the template ran more than " + std::to_string(kMaxSteps) + " statements and loop iterations");
 }
 
+namespace {
+// The bounds as messages name them: "16 M bytes", "1 M items".
+std::string mega(size_t n, const char* unit) { return std::to_string(n >> 20) + " M " + unit; }
+const std::string kStringBound = mega(kMaxStringBytes, "bytes");
+const std::string kListBound = mega(kMaxListItems, "items");
+}  // namespace
+
 void Interpreter::check_size(const Text& t, int line) {
-  if (t.s.size() > kMaxStringBytes) fail(line, "the template built a string over 16 M bytes");
+  if (t.s.size() > kMaxStringBytes) fail(line, "the template built a string over " + kStringBound);
 }
 
 Interpreter::Flow Interpreter::exec(const Body& body, Text& out) {
@@ -418,7 +425,7 @@ Value Interpreter::binary(const Expr& e) {
       return Value::string(std::move(t));
     }
     if (a.is_list() && b.is_list()) {
-      if (a.list->size() + b.list->size() > kMaxListItems) fail(e.line, "'+' makes a list over 1 M items");
+      if (a.list->size() + b.list->size() > kMaxListItems) fail(e.line, "'+' makes a list over " + kListBound);
       List l = *a.list;
       l.insert(l.end(), b.list->begin(), b.list->end());
       return Value::new_list(std::move(l), a.is_tuple);
@@ -436,7 +443,7 @@ Value Interpreter::binary(const Expr& e) {
       const uint64_t cap = seq.is_string() ? kMaxStringBytes : kMaxListItems;
       if (b.i > 0 && unit > 0 && static_cast<uint64_t>(b.i) > cap / unit)
         fail(e.line, "repetition '*' " + std::to_string(b.i) + " makes a value over " +
-                         (seq.is_string() ? "16 M bytes" : "1 M items"));
+                         (seq.is_string() ? kStringBound : kListBound));
       Value r = seq.is_string() ? Value::string(Text()) : Value::new_list({}, seq.is_tuple);
       for (int64_t k = 0; k < b.i; ++k) {
         if (seq.is_string()) r.str.append(seq.str);

@@ -241,8 +241,7 @@ std::vector<int32_t> chat_prompt(const json& body, const tokenizer::Tokenizer& t
   if (lim.prefill_assistant && last["role"] == "assistant" && !(last.contains("tool_calls") && !last["tool_calls"].is_null())) {
     if (conv.size() > 1 && conv[conv.size() - 2]["role"] == "assistant")
       throw BadRequest("two assistant messages end the conversation; only the last one can be continued");
-    const json& c = conv.back()["content"];
-    prefill = c.is_string() ? c.get<std::string>() : std::string();
+    prefill = last["content"].is_string() ? last["content"].get<std::string>() : std::string();
     conv.erase(conv.size() - 1);
   }
   chat::ChatInputs in;

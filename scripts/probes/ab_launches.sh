@@ -23,35 +23,11 @@ fi
 [[ ${DENSE:-1} == 1 ]] || { echo "done $((SECONDS - t0)) s"; exit 0; }
 m2=/tmp/7b-2l.gguf
 [[ ${NCU:-1} == 1 ]] && /tmp/new/bin/minfer-mkmodel -q -o $m2 --shape qwen2.5-7b --n-layer 2 --type Q4_K_M --vocab $vocab > $out/mk2.log 2>&1
-ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 for side in new base; do
   [[ ${NCU:-1} == 1 ]] || break
   echo "== ncu one decode step, $side"
-  timeout 120 "$ncu" --clock-control none --csv --graph-profiling node \
-    --metrics gpu__time_duration.sum,dram__bytes_read.sum \
-    /tmp/$side/bin/minfer-batched-bench -m $m2 --device cuda -npp 64 -ntg 4 -npl ${NPL_PROF:-16} > $out/ncu_$side.csv 2> $out/ncu_$side.err
-  python3 - "$out/ncu_$side.csv" <<'PY'
-import csv, io, re, sys
-from collections import OrderedDict
-text = open(sys.argv[1], errors="replace").read().splitlines()
-start = next(i for i, l in enumerate(text) if l.startswith('"ID"'))
-rows = list(csv.DictReader(io.StringIO("\n".join(l for l in text[start:] if l.startswith('"')))))
-per, names = {}, {}
-for r in rows:
-    if r["Metric Name"] != "gpu__time_duration.sum": continue
-    t = float(r["Metric Value"].replace(",", "")) * {"ns": 1e-3, "nsecond": 1e-3, "ms": 1e3, "msecond": 1e3}.get(r["Metric Unit"], 1.0)
-    per[int(r["ID"])] = t
-    names[int(r["ID"])] = re.sub(r"\(.*$", "", r["Kernel Name"]).replace("void ", "").replace("minfer::cuda::", "").replace("<unnamed>::", "")
-ids = sorted(per)
-# the last decode step: from its embedding (the last get_rows followed by the first norm) to the end
-last = max(i for k, i in enumerate(ids[:-1]) if "get_rows" in names[i] and "rms_norm_q8_1" in names[ids[k + 1]])
-step = [i for i in ids if i >= last]
-agg = OrderedDict()
-for i in step:
-    a = agg.setdefault(names[i][:58], [0, 0.0]); a[0] += 1; a[1] += per[i]
-for n, (c, t) in agg.items(): print(f"    {c:3d} x {t / c:7.2f} us = {t:8.2f}  {n}")
-print(f"    step (2 layers + LM head): {len(step)} kernels, {sum(per[i] for i in step):.1f} us")
-PY
+  ncu_csv $out/ncu_$side.csv 120 /tmp/$side/bin/minfer-batched-bench -m $m2 --device cuda -npp 64 -ntg 4 -npl ${NPL_PROF:-16}
+  python3 scripts/ncu_summary.py "$out/ncu_$side.csv" --step | sed 's/^/    /'
 done
 if [[ -n ${DENSE_SHAPE:-} ]]; then  # another dense shape instead of the 7B (quicker to make)
   m=/tmp/dense.gguf

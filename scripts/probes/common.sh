@@ -41,6 +41,15 @@ unpack_ab() {
   unxz .devq/qwen-vocab.gguf.xz $vocab
 }
 
+# ncu_csv CSV LIMIT BIN ARGS...: BIN under ncu (clocks left alone, each node of a replayed graph
+# timed alone) into CSV with kernel time and DRAM bytes; scripts/ncu_summary.py reads it.
+ncu_csv() {
+  local csv=$1 limit=$2 ncu; shift 2
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  timeout "$limit" "$ncu" --clock-control none --csv --graph-profiling node \
+    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum "$@" > "$csv" 2> "$csv.err"
+}
+
 # table DIR PROGRAM ARGS...: DIR/bin/PROGRAM's benchmark table rows, each prefixed with DIR.
 table() { local side=$1; shift; "$side/bin/$@" 2>&1 | grep -E '^\|' | grep -vE '^\| *(model|---)' | sed "s|^|$side |"; }
 

@@ -11,30 +11,10 @@ unxz .devq/qwen-vocab.gguf.xz $vocab
 npl=${NPL:-16}
 m2=/tmp/7b-2l.gguf
 /tmp/new/bin/minfer-mkmodel -q -o $m2 --shape qwen2.5-7b --n-layer 2 --type Q4_K_M --vocab $vocab > $out/mk2.log 2>&1
-ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-timeout 300 "$ncu" --clock-control none --csv --graph-profiling node \
-  --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
-  /tmp/new/bin/minfer-batched-bench -m $m2 --device cuda -npp 64 -ntg 4 -npl $npl > $out/ncu_step.csv 2> $out/ncu_step.err
+ncu_csv $out/ncu_step.csv 300 /tmp/new/bin/minfer-batched-bench -m $m2 --device cuda -npp 64 -ntg 4 -npl $npl
 echo "ncu rc=$? $((SECONDS - t0)) s"
-python3 - "$out/ncu_step.csv" "${LAST:-70}" <<'PY'
-import csv, io, re, sys
-text = open(sys.argv[1], errors="replace").read().splitlines()
-start = next(i for i, l in enumerate(text) if l.startswith('"ID"'))
-rows = list(csv.DictReader(io.StringIO("\n".join(l for l in text[start:] if l.startswith('"')))))
-per, names, grid = {}, {}, {}
-for r in rows:
-    per.setdefault(int(r["ID"]), {})[r["Metric Name"]] = (r["Metric Unit"], float(r["Metric Value"].replace(",", "")))
-    names[int(r["ID"])] = r["Kernel Name"]; grid[int(r["ID"])] = r.get("Grid Size", "") + " " + r.get("Block Size", "")
-scale = {"ns": 1e-3, "usecond": 1.0, "us": 1.0, "nsecond": 1e-3, "msecond": 1e3, "ms": 1e3}
-bsc = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9}
-ids = sorted(per)[-int(sys.argv[2]):]
-for i in ids:
-    u, t = per[i]["gpu__time_duration.sum"]; t *= scale.get(u, 1)
-    rb = per[i].get("dram__bytes_read.sum", ("byte", 0)); rb = rb[1] * bsc.get(rb[0], 1)
-    n = re.sub(r"\(.*$", "", names[i]).replace("void ", "").replace("minfer::cuda::", "").replace("<unnamed>::", "")[:60]
-    print(f"{i:6d} {t:8.2f} us {rb/1e6:8.2f} MB {rb/max(t,1e-9)/1e3:6.0f} GB/s  {n}  {grid[i]}")
-PY
-tail -3 $out/ncu_step.err
+python3 scripts/ncu_summary.py "$out/ncu_step.csv" --last "${LAST:-70}"
+tail -3 $out/ncu_step.csv.err
 make_7b /tmp/new/bin/minfer-mkmodel $vocab
 table /tmp/new minfer-batched-bench -m $m --device cuda -npp 512 -ntg 128 -npl $npl
 kernel_profile profile_b16 90 40 /tmp/new/bin/minfer-batched-bench -m $m -npp 128 -ntg 32 -npl $npl
