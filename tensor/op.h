@@ -45,6 +45,7 @@ enum class Op : int32_t {
   QKV,            // q/k/v matmul(s) (+bias, +q/k norm) + RoPE + KV store of k and v; yields Q
   MUL_MAT_ADD,    // a x + residual
   RMS_NORM_Q8_1,  // rms_norm(x) * weight, written as the q8_1 planes its consumer's matmul reads
+                  // (param 1 set: the f32 rows follow the planes, for a second, float consumer)
   MOE_SUM,        // sum over the k slots of y[:, j, t] * w[j, t] (+ residual): a MoE FFN's output
 
   COUNT

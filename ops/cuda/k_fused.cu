@@ -10,8 +10,9 @@
 // FFN_SWIGLU: gate|up as one matmul when adjacent (else two), SwiGLU, down. For decode (N <= 16,
 // an MMVQ down weight) the SwiGLU kernel writes the down projection's q8_1 activations directly.
 // With expert ids in src[5] (a MoE FFN's three MUL_MAT_IDs at decode sizes): the activations
-// quantized once for gate and up, each (token, slot) pair through its expert's rows (mmvq_id, as
-// MUL_MAT_ID), the SwiGLU written as the down projection's q8_1 planes.
+// quantized once for gate and up (or read from the norm that wrote them), gate and up in one
+// launch, each (token, slot) pair through its expert's rows (mmvq_id, as MUL_MAT_ID), the SwiGLU
+// written as the down projection's q8_1 planes.
 #include <algorithm>
 #include <cstdlib>
 #include <string_view>
@@ -370,18 +371,20 @@ FfnPlan ffn_plan(const KernelContext& kc, const Tensor& node, const Tensor& x) {
   return p;
 }
 
-// The expert form's workspace: x's q8_1 planes, gate and up outputs [n_ff, k, T] f32, then the
-// q8_1 planes of the SwiGLU.
+// The expert form's workspace: x's q8_1 planes (none when an RMS_NORM_Q8_1 wrote them), gate and
+// up outputs [n_ff, k, T] f32, then the q8_1 planes of the SwiGLU.
 struct FfnIdPlan {
   size_t x_planes, g_bytes, h_planes;
   size_t total() const { return x_planes + 2 * g_bytes + h_planes; }
 };
 
+bool prequantized(const Tensor& node) { return node.src[0] && node.src[0]->op == Op::RMS_NORM_Q8_1; }
+
 FfnIdPlan ffn_id_plan(const Tensor& node) {
   const Tensor &x = *node.src[0], &wg = *node.src[1], &ids = *node.src[5];
-  const int64_t n_embd = x.ne[0], n_ff = wg.ne[1], pairs = ids.ne[0] * ids.ne[1];
-  return {q8_plane_bytes(x.ne[1] * x.ne[2], n_embd), align256(static_cast<size_t>(n_ff * pairs) * 4),
-          q8_plane_bytes(pairs, n_ff)};
+  const int64_t n_embd = wg.ne[0], n_ff = wg.ne[1], pairs = ids.ne[0] * ids.ne[1];
+  return {prequantized(node) ? 0 : q8_plane_bytes(x.ne[1] * x.ne[2], n_embd),
+          align256(static_cast<size_t>(n_ff * pairs) * 4), q8_plane_bytes(pairs, n_ff)};
 }
 
 bool expert_weight_ok(const Tensor* w, int64_t K, int64_t M, int64_t n_expert) {
@@ -389,12 +392,17 @@ bool expert_weight_ok(const Tensor* w, int64_t K, int64_t M, int64_t n_expert) {
          w->ne[2] == n_expert && w->ne[3] == 1 && K % 32 == 0;
 }
 
-// The expert form: x f32 [n_embd, 1, T], ids I32 [k, T] with T within MUL_MAT_ID's MMVQ range,
-// gate/up [n_embd, n_ff, n_expert] and down [n_ff, n_embd, n_expert] of MMVQ types, no residual.
+// The expert form: x f32 [n_embd, 1, T] (or an RMS_NORM_Q8_1 of x [n_embd, T]), ids I32 [k, T]
+// with T within MUL_MAT_ID's MMVQ range, gate/up [n_embd, n_ff, n_expert] and down
+// [n_ff, n_embd, n_expert] of MMVQ types, no residual.
 bool s_ffn_swiglu_id(const Tensor& n) {
   const Tensor *x = n.src[0], *wg = n.src[1], *wu = n.src[2], *wd = n.src[3], *ids = n.src[5];
-  if (n.src[4] || !x || x->type != DType::F32 || x->ne[1] != 1 || x->ne[3] != 1) return false;
-  if (ids->type != DType::I32 || ids->ne[1] != x->ne[2] || ids->ne[2] != 1 || ids->ne[1] > kMmvqRows) return false;
+  const bool pre = prequantized(n);
+  if (pre) x = x->src[0];
+  if (n.src[4] || !x || x->type != DType::F32 || x->ne[3] != 1) return false;
+  if (pre ? x->ne[2] != 1 : x->ne[1] != 1) return false;
+  const int64_t T = pre ? x->ne[1] : x->ne[2];
+  if (ids->type != DType::I32 || ids->ne[1] != T || ids->ne[2] != 1 || ids->ne[1] > kMmvqRows) return false;
   const int64_t n_embd = x->ne[0], n_ff = wg ? wg->ne[1] : 0, n_expert = wg ? wg->ne[2] : 0;
   if (!expert_weight_ok(wg, n_embd, n_ff, n_expert) || !expert_weight_ok(wu, n_embd, n_ff, n_expert) ||
       !expert_weight_ok(wd, n_ff, n_embd, n_expert))
@@ -405,17 +413,16 @@ bool s_ffn_swiglu_id(const Tensor& n) {
 
 void k_ffn_swiglu_id(KernelContext& kc, Tensor& node) {
   const Tensor &x = *node.src[0], &wg = *node.src[1], &wu = *node.src[2], &wd = *node.src[3], &ids = *node.src[5];
-  const int64_t n_embd = x.ne[0], n_ff = wg.ne[1], k = ids.ne[0], pairs = k * ids.ne[1];
+  const int64_t n_embd = wg.ne[0], n_ff = wg.ne[1], k = ids.ne[0], T = ids.ne[1], pairs = k * T;
   if (pairs == 0) return;
   const FfnIdPlan p = ffn_id_plan(node);
   char* s = static_cast<char*>(kc.scratch_bytes(p.total()));
-  const auto [xq, xd] = q8_planes(s, x.ne[1] * x.ne[2], n_embd);
+  const auto [xq, xd] = q8_planes(prequantized(node) ? x.data : s, T, n_embd);
   auto* g = reinterpret_cast<float*>(s + p.x_planes);
   auto* u = reinterpret_cast<float*>(s + p.x_planes + p.g_bytes);
   const auto [hq, hd] = q8_planes(s + p.x_planes + 2 * p.g_bytes, pairs, n_ff);
-  quantize_q8_1(kc, td(x), x.type, xq, xd);
-  mmvq_id(kc, wg, ids, xq, xd, 1, g);
-  mmvq_id(kc, wu, ids, xq, xd, 1, u);
+  if (!prequantized(node)) quantize_q8_1(kc, td(x), x.type, xq, xd);
+  mmvq_id(kc, wg, ids, xq, xd, 1, g, &wu, u);
   swiglu_q8_1(kc, td(f32_matrix(g, n_ff, pairs)), td(f32_matrix(u, n_ff, pairs)), hq, hd);
   mmvq_id(kc, wd, ids, hq, hd, k, static_cast<float*>(node.data));
 }

@@ -440,15 +440,23 @@ __global__ void swiglu_f32_kernel(TD g, TD u, float* h) {
 // MUL_MAT_ID (k_moe.cu): one (token, slot) pair per blockIdx.y. The weight is the slice of the
 // expert the pair selected (its id read on the device, so captured graphs replay for any routing)
 // and the activation its q8_1 row; the arithmetic is mmvq_kernel<T, 1>'s (both run lane_dots),
-// so a pair gets the bits the decode mul_mat gives that expert slice and row.
+// so a pair gets the bits the decode mul_mat gives that expert slice and row. With a second
+// weight of the same type and layout (an expert FFN's gate and up), blocks from bx1 on take it
+// and write dst2: one launch for both, each result the one its own launch would give.
 template <DType T>
-__global__ void __launch_bounds__(32 * kWarpsPerBlock) mmvq_id_kernel(const uint8_t* w, int64_t w_nb1, int64_t w_nb2,
-                                                                      int64_t n_expert, int64_t M, int U,
+__global__ void __launch_bounds__(32 * kWarpsPerBlock) mmvq_id_kernel(const uint8_t* w, const uint8_t* w2, int64_t w_nb1,
+                                                                      int64_t w_nb2, int64_t n_expert, int64_t M, int U,
                                                                       const int8_t* qs, const float2* ds, TD ids,
-                                                                      int64_t n_act, int64_t slot0, float* dst,
-                                                                      ErrorSink sink) {
+                                                                      int64_t n_act, int64_t slot0, int64_t bx1,
+                                                                      float* dst, float* dst2, ErrorSink sink) {
   const int lane = threadIdx.x & 31;
-  const int64_t m = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
+  int64_t bx = blockIdx.x;
+  if (bx >= bx1) {
+    bx -= bx1;
+    w = w2;
+    dst = dst2;
+  }
+  const int64_t m = bx * kWarpsPerBlock + (threadIdx.x >> 5);
   if (m >= M) return;
   const int64_t s = slot0 + blockIdx.y, k = ids.ne[0], j = s % k, t = s / k;
   const int32_t e = *reinterpret_cast<const int32_t*>(ids.data + j * ids.nb[0] + t * ids.nb[1]);
@@ -465,17 +473,20 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock) mmvq_id_kernel(const uint
   if (lane == 0) dst[s * M + m] = v;
 }
 
+// as2/dst2: the optional second weight (null: one weight).
 template <DType T>
-void launch_mmvq_id_t(KernelContext& kc, const Tensor& as, const Tensor& ids, const int8_t* qs, const float2* ds,
-                      int64_t n_act, float* dst) {
+void launch_mmvq_id_t(KernelContext& kc, const Tensor& as, const Tensor* as2, const Tensor& ids, const int8_t* qs,
+                      const float2* ds, int64_t n_act, float* dst, float* dst2) {
   const int64_t M = as.ne[1], slots = ids.ne[0] * ids.ne[1];
   const int U = static_cast<int>(as.ne[0] / 32);
+  const int64_t bx1 = ceil_div(M, kWarpsPerBlock);
   constexpr int64_t kMaxGridY = 65535;
   for (int64_t s0 = 0; s0 < slots; s0 += kMaxGridY) {
-    const dim3 grid(static_cast<unsigned>(ceil_div(M, kWarpsPerBlock)), static_cast<unsigned>(std::min(kMaxGridY, slots - s0)));
+    const dim3 grid(static_cast<unsigned>(as2 ? 2 * bx1 : bx1), static_cast<unsigned>(std::min(kMaxGridY, slots - s0)));
     mmvq_id_kernel<T><<<grid, 32 * kWarpsPerBlock, 0, kc.stream>>>(
-        static_cast<const uint8_t*>(as.data), static_cast<int64_t>(as.nb[1]), static_cast<int64_t>(as.nb[2]), as.ne[2],
-        M, U, qs, ds, td(ids), n_act, s0, dst, kc.sink());
+        static_cast<const uint8_t*>(as.data), static_cast<const uint8_t*>(as2 ? as2->data : as.data),
+        static_cast<int64_t>(as.nb[1]), static_cast<int64_t>(as.nb[2]), as.ne[2], M, U, qs, ds, td(ids), n_act, s0,
+        bx1, dst, dst2, kc.sink());
     kc.check_launch("mmvq_id_kernel");
   }
 }
@@ -537,11 +548,16 @@ void swiglu_f32(KernelContext& kc, const TD& g, const TD& u, float* h) {
 }
 
 void mmvq_id(KernelContext& kc, const Tensor& as, const Tensor& ids, const int8_t* qs, const float2* ds, int64_t n_act,
-             float* dst) {
+             float* dst, const Tensor* as2, float* dst2) {
   if (ids.ne[0] * ids.ne[1] == 0 || as.ne[1] == 0) return;
+  // One launch for two weights only where their rows are laid out alike.
+  if (as2 && !(as2->type == as.type && same_shape(*as2, as) && as2->nb[1] == as.nb[1] && as2->nb[2] == as.nb[2])) {
+    mmvq_id(kc, as, ids, qs, ds, n_act, dst);
+    return mmvq_id(kc, *as2, ids, qs, ds, n_act, dst2);
+  }
   switch (as.type) {
 #define MINFER_T(T) \
-  case DType::T: return launch_mmvq_id_t<DType::T>(kc, as, ids, qs, ds, n_act, dst);
+  case DType::T: return launch_mmvq_id_t<DType::T>(kc, as, as2, ids, qs, ds, n_act, dst, dst2);
     MINFER_T(Q4_0) MINFER_T(Q4_1) MINFER_T(Q5_0) MINFER_T(Q5_1) MINFER_T(Q8_0)
     MINFER_T(Q2_K) MINFER_T(Q3_K) MINFER_T(Q4_K) MINFER_T(Q5_K) MINFER_T(Q6_K)
 #undef MINFER_T

@@ -172,19 +172,56 @@ __global__ void __launch_bounds__(kPlanThreads) moe_plan_kernel(TD ids, int64_t 
 
 constexpr int kMoeSumThreads = 256;
 
+// Where MOE_SUM's slot weights come from: w [1, k, T] itself, or (route) the softmax over the
+// selected router logits l[ids[j, t], t] that GET_ROWS + SOFT_MAX (scale 1) would have made.
+struct MoeWeights {
+  TD w;
+  TD ids;
+  bool route;
+};
+
+// Slot j's weight for token t into ws[j] (j < k <= 32), computed by warp 0 of the block. The
+// routed form is soft_max_kernel's arithmetic on a k-element row with one warp (row_threads
+// gives 32 threads for k <= 32): lane j holds l_j, the max and the sum of expf(l - max) are warp
+// butterflies (block_max / block_sum of one warp add only -inf and 0 to them), and the weight is
+// expf(l - max) * (1 / sum). So the bits are the basic ops'.
+__device__ void moe_slot_weights(const MoeWeights& mw, int64_t k, int64_t t, float* ws) {
+  const int lane = threadIdx.x & 31;
+  if (threadIdx.x >= 32) return;
+  if (!mw.route) {
+    if (lane < k) ws[lane] = *reinterpret_cast<const float*>(mw.w.data + lane * mw.w.nb[1] + t * mw.w.nb[2]);
+    return;
+  }
+  float v = 0.0f, mx = -INFINITY;
+  if (lane < k) {
+    const int32_t e = *reinterpret_cast<const int32_t*>(mw.ids.data + lane * mw.ids.nb[0] + t * mw.ids.nb[1]);
+    // top_k's ids are in range; anything else poisons the slot rather than reading out of bounds.
+    v = e >= 0 && e < mw.w.ne[0] ? *reinterpret_cast<const float*>(mw.w.data + e * mw.w.nb[0] + t * mw.w.nb[1])
+                                 : __int_as_float(0x7fc00000);
+    mx = fmaxf(mx, v);
+  }
+  mx = warp_max(mx);
+  const float sum = warp_sum(lane < k ? expf(v - mx) : 0.0f);
+  const float inv = 1.0f / sum;
+  if (lane < k) ws[lane] = expf(v - mx) * inv;
+}
+
 // dst[:, t] = (r[:, t] +) sum over j of y[:, j, t] * w[j, t], each product rounded and the sum
 // taken in slot order, as the basic ops compute it (MUL, then the ADD chain over the slots, then
 // the residual ADD): the explicit _rn forms keep the compiler from contracting them into FMAs.
-__global__ void __launch_bounds__(kMoeSumThreads) moe_sum_kernel(TD y, TD w, TD r, bool has_r, int64_t n, float* dst) {
+__global__ void __launch_bounds__(kMoeSumThreads) moe_sum_kernel(TD y, MoeWeights mw, TD r, bool has_r, int64_t n,
+                                                                 float* dst) {
+  __shared__ float ws[32];
   const int64_t e = static_cast<int64_t>(blockIdx.x) * kMoeSumThreads + threadIdx.x, t = blockIdx.y;
-  if (e >= n) return;
   const int64_t k = y.ne[1];
+  moe_slot_weights(mw, k, t, ws);
+  __syncthreads();
+  if (e >= n) return;
   const char* yt = y.data + t * y.nb[2] + e * y.nb[0];
-  const char* wt = w.data + t * w.nb[2];
   float s = 0.0f;
 #pragma unroll 8
   for (int64_t j = 0; j < k; ++j) {
-    const float p = __fmul_rn(*reinterpret_cast<const float*>(yt + j * y.nb[1]), *reinterpret_cast<const float*>(wt + j * w.nb[1]));
+    const float p = __fmul_rn(*reinterpret_cast<const float*>(yt + j * y.nb[1]), ws[j]);
     s = j == 0 ? p : __fadd_rn(s, p);
   }
   if (has_r) s = __fadd_rn(*reinterpret_cast<const float*>(r.data + e * r.nb[0] + t * r.nb[1]), s);
@@ -194,13 +231,20 @@ __global__ void __launch_bounds__(kMoeSumThreads) moe_sum_kernel(TD y, TD w, TD 
 }  // namespace
 
 bool s_moe_sum(const Tensor& dst) {
-  const Tensor *y = dst.src[0], *w = dst.src[1], *r = dst.src[2];
+  const Tensor *y = dst.src[0], *w = dst.src[1], *r = dst.src[2], *ids = dst.src[3];
   if (!y || !w || y->type != DType::F32 || w->type != DType::F32 || dst.type != DType::F32 || !dst.is_contiguous())
     return false;
-  if (y->ne[1] < 1 || y->ne[3] != 1 || w->ne[0] != 1 || w->ne[1] != y->ne[1] || w->ne[2] != y->ne[2] || w->ne[3] != 1)
+  const int64_t k = y->ne[1], T = y->ne[2];
+  if (k < 1 || k > 32 || y->ne[3] != 1) return false;  // a slot weight per lane of one warp
+  if (ids) {
+    // w: the router logits [n_expert, T]; ids: I32 [k, T].
+    if (ids->type != DType::I32 || ids->ne[0] != k || ids->ne[1] != T || ids->ne[2] != 1 || ids->ne[3] != 1) return false;
+    if (w->ne[1] != T || w->ne[2] != 1 || w->ne[3] != 1) return false;
+  } else if (w->ne[0] != 1 || w->ne[1] != k || w->ne[2] != T || w->ne[3] != 1) {
     return false;
-  if (dst.ne[0] != y->ne[0] || dst.ne[1] != y->ne[2] || dst.ne[2] != 1 || dst.ne[3] != 1) return false;
-  if (y->ne[2] > 65535) return false;  // grid y
+  }
+  if (dst.ne[0] != y->ne[0] || dst.ne[1] != T || dst.ne[2] != 1 || dst.ne[3] != 1) return false;
+  if (T > 65535) return false;  // grid y
   return !r || (r->type == DType::F32 && same_shape(*r, dst));
 }
 
@@ -208,9 +252,10 @@ void k_moe_sum(KernelContext& kc, Tensor& dst) {
   const Tensor &y = *dst.src[0], &w = *dst.src[1];
   const int64_t n = y.ne[0], T = y.ne[2];
   if (n == 0 || T == 0) return;
-  const Tensor* r = dst.src[2];
+  const Tensor *r = dst.src[2], *ids = dst.src[3];
+  const MoeWeights mw{td(w), ids ? td(*ids) : td(w), ids != nullptr};
   const dim3 grid(static_cast<unsigned>(ceil_div(n, kMoeSumThreads)), static_cast<unsigned>(T));
-  moe_sum_kernel<<<grid, kMoeSumThreads, 0, kc.stream>>>(td(y), td(w), r ? td(*r) : td(y), r != nullptr, n,
+  moe_sum_kernel<<<grid, kMoeSumThreads, 0, kc.stream>>>(td(y), mw, r ? td(*r) : td(y), r != nullptr, n,
                                                          static_cast<float*>(dst.data));
   kc.check_launch("moe_sum_kernel");
 }

@@ -105,12 +105,14 @@ __global__ void rope_kernel(TD x, const int32_t* pos, float* dst, RopeArgs r) {
 // squares read them, and the row is read from memory once. The loads are predicated, not behind a
 // dtype switch (x is f32, the weight's type WT a template argument): behind load_scalar's switch
 // they were issued one after another, ~9 us a decode step's row on the H100 (a DRAM or L2 latency
-// per element a thread reads) where all in flight together take one latency.
+// per element a thread reads) where all in flight together take one latency. With `rows` (a MoE
+// FFN's norm, whose router reads f32) the normed values are stored there too: rms_norm_kernel's
+// f32 rows, from the same sums in the same order.
 enum class NormW { None, F32, F16 };
 
 template <int V, NormW WT>
 __global__ void rms_norm_q8_1_kernel(const float* __restrict__ x, const void* __restrict__ w, float eps, int64_t n,
-                                     int8_t* qs, float2* ds) {
+                                     int8_t* qs, float2* ds, float* rows) {
   __shared__ float red[32];
   const int64_t r = blockIdx.x;
   const float* rx = x + r * n;
@@ -137,6 +139,7 @@ __global__ void rms_norm_q8_1_kernel(const float* __restrict__ x, const void* __
     if (b >= U) break;  // whole warps: n is a multiple of 32
     float v = xv[j] * inv;
     if constexpr (WT != NormW::None) v *= wv[j];
+    if (rows) rows[r * n + b * 32 + lane] = v;
     warp_quantize_q8_1(v, lane, qs + r * n + b * 32, ds + r * U + b);
   }
 }
@@ -148,7 +151,9 @@ bool s_rms_norm_q8_1(const Tensor& node) {
   const Tensor* w = node.src[1];
   if (!x || x->type != DType::F32 || !x->is_contiguous() || x->ne[0] % 32 != 0 || x->ne[0] > 32768) return false;
   if (w && ((w->type != DType::F32 && w->type != DType::F16) || w->nb[0] != dtype_type_size(w->type))) return false;
-  return node.type == DType::I8 && node.nbytes() >= q8_plane_bytes(x->nrows(), x->ne[0]);
+  const size_t planes = q8_plane_bytes(x->nrows(), x->ne[0]);
+  const size_t need = node.param<int32_t>(1) ? q8_norm_rows_offset(x->nrows(), x->ne[0]) + static_cast<size_t>(x->nelements()) * 4 : planes;
+  return node.type == DType::I8 && node.nbytes() >= need;
 }
 
 // RMS_NORM_Q8_1: the q8_1 planes of the normed rows at node.data (qs [rows][n], then ds).
@@ -159,6 +164,8 @@ void k_rms_norm_q8_1(KernelContext& kc, Tensor& node) {
   if (rows == 0) return;
   const Q8Planes planes = q8_planes(node.data, rows, x.ne[0]);
   const int64_t n = x.ne[0];
+  float* f32_rows =
+      node.param<int32_t>(1) ? reinterpret_cast<float*>(static_cast<char*>(node.data) + q8_norm_rows_offset(rows, n)) : nullptr;
   const int threads = row_threads(n, n > 512 * 32 ? 1024 : 512);
   const int64_t per_thread = ceil_div(n, threads);
   const NormW wt = !w ? NormW::None : w->type == DType::F16 ? NormW::F16 : NormW::F32;
@@ -167,7 +174,7 @@ void k_rms_norm_q8_1(KernelContext& kc, Tensor& node) {
     const auto run = [&](auto kernel) {
       kernel<<<static_cast<unsigned>(rows), threads, 0, kc.stream>>>(static_cast<const float*>(x.data),
                                                                      w ? w->data : nullptr, node.param<float>(0), n,
-                                                                     planes.qs, planes.ds);
+                                                                     planes.qs, planes.ds, f32_rows);
     };
     if (wt == NormW::None) run(rms_norm_q8_1_kernel<V, NormW::None>);
     else if (wt == NormW::F32) run(rms_norm_q8_1_kernel<V, NormW::F32>);

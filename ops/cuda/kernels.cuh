@@ -111,6 +111,8 @@ size_t matmul_scratch(const KernelContext& kc, const Tensor& a, const Tensor& b)
 /// Bytes of the q8_1 planes of `rows` activation rows of K elements (qs, then ds; 256-aligned).
 size_t q8_plane_bytes(int64_t rows, int64_t K);
 inline size_t align256(size_t v) { return (v + 255) / 256 * 256; }
+/// Where an RMS_NORM_Q8_1 with op param 1 set keeps its f32 rows: after the q8_1 planes.
+inline size_t q8_norm_rows_offset(int64_t rows, int64_t K) { return align256(q8_plane_bytes(rows, K)); }
 /// The q8_1 planes of `rows` activation rows of K elements at `base`, laid out as q8_plane_bytes
 /// counts them: qs [rows][K] int8, then (256-aligned) ds [rows][K/32] float2 (d, d*sum).
 struct Q8Planes {
@@ -141,8 +143,11 @@ void mmvq(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds
 /// MUL_MAT_ID's expert matvec: dst[(j + k t) M + m] = dot(row m of expert ids[j, t] of `as`, q8_1
 /// activation row j % n_act + n_act t) for every slot j < k = ids.ne[0] and token t < ids.ne[1],
 /// each pair as mmvq() with N = 1 computes it. A bad id is reported (kErrMulMatIdId), its outputs NaN.
+/// `as2` (optional, with `dst2`): a second weight of as's shape, read with the same ids and
+/// activations into dst2 (an expert FFN's gate and up); one launch when its type and strides are
+/// as's, else two. Each output is what its own call would give.
 void mmvq_id(KernelContext& kc, const Tensor& as, const Tensor& ids, const int8_t* qs, const float2* ds, int64_t n_act,
-             float* dst);
+             float* dst, const Tensor* as2 = nullptr, float* dst2 = nullptr);
 /// True when `type` has a tensor-core MMQ kernel (k_mmq.cu).
 bool mmq_supported(DType type);
 void mmq(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2, int64_t B3,

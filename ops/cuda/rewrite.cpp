@@ -10,7 +10,9 @@
 //   residual          add(r, mul_mat(w, x))  at matrix-vector sizes     =>  MUL_MAT_ADD
 //                     add(r, FFN_SWIGLU)     at MMVQ sizes              =>  FFN_SWIGLU + src[4] = r
 //   prequantization   rms_norm -> QKV / FFN_SWIGLU at MMVQ sizes        =>  RMS_NORM_Q8_1 -> ...
+//                     rms_norm -> router mul_mat + experts' FFN_SWIGLU  =>  RMS_NORM_Q8_1 (+ f32 rows) -> both
 //   MoE output        add chain over the k slot views of mul(y, w)      =>  MOE_SUM(y, w)
+//                     ... w = softmax(get_rows(logits, ids))            =>  MOE_SUM(y, logits) + src[3] = ids
 //                     add(r, MOE_SUM)                                   =>  MOE_SUM + src[2] = r
 //
 // A pattern is taken only when every inner node has no consumer outside it (its values are
@@ -241,6 +243,24 @@ bool parse_slot(const Uses& u, const Tensor* v, const Tensor*& m, int64_t& j) {
   return true;
 }
 
+// The renormalized top-k weights of the toolkit's MoeFfn, w = RESHAPE(SOFT_MAX(RESHAPE(GET_ROWS(
+// RESHAPE(logits [n_expert, T]), ids)))) with scale 1 and no positions, each node used only here:
+// MOE_SUM can form them from the logits and ids itself (the same softmax arithmetic).
+bool parse_routing(const Uses& u, Tensor* w, Tensor*& logits, Tensor*& ids) {
+  auto through_reshape = [&](Tensor* t) { return t && t->op == Op::RESHAPE && u.single(t) ? t->src[0] : nullptr; };
+  Tensor* sm = through_reshape(w);
+  if (!sm || sm->op != Op::SOFT_MAX || !u.single(sm) || sm->src[1] || sm->param<float>(0) != 1.0f) return false;
+  Tensor* gr = through_reshape(sm->src[0]);
+  if (!gr || gr->op != Op::GET_ROWS || !u.single(gr) || !gr->src[1] || gr->src[1]->type != DType::I32) return false;
+  Tensor* l3 = gr->src[0];  // [1, n_expert, T]: a row of one value per expert
+  if (!l3 || l3->op != Op::RESHAPE || l3->ne[0] != 1 || !is_f32_matrix(l3->src[0])) return false;
+  Tensor* l = l3->src[0];
+  if (l->ne[0] != l3->ne[1] || l->ne[1] != l3->ne[2]) return false;
+  logits = l;
+  ids = gr->src[1];
+  return true;
+}
+
 // ADD(ADD(... ADD(slot 0, slot 1) ..., slot k - 2), slot k - 1) over every slot of one MUL(y, w)
 // whose values go nowhere else: the top ADD becomes MOE_SUM(y, w), which adds in the same order.
 bool fuse_moe_sum(const Uses& u, Tensor* top) {
@@ -262,6 +282,9 @@ bool fuse_moe_sum(const Uses& u, Tensor* top) {
   Sources src{};
   src[0] = y;
   src[1] = w;
+  if (parse_routing(u, w, src[1], src[3]) && retarget(top, Op::MOE_SUM, src, s_moe_sum)) return true;
+  src[1] = w;
+  src[3] = nullptr;
   return retarget(top, Op::MOE_SUM, src, s_moe_sum);
 }
 
@@ -283,6 +306,38 @@ bool fuse_prequant(Context& ctx, const Uses& u, Tensor* c) {
   const bool ok = c->op == Op::QKV ? s_qkv(*c) : s_ffn_swiglu(*c);
   if (!ok) c->src[0] = r;
   return ok;
+}
+
+// A MoE FFN's norm: RMS_NORM read by the router (a float MUL_MAT) and, through the [n, 1, T]
+// RESHAPE of the toolkit's MoeFfn, by the experts' FFN_SWIGLU at MMVQ sizes. One RMS_NORM_Q8_1
+// writes the q8_1 planes the experts read and after them the f32 rows the router reads (a VIEW),
+// instead of a norm kernel and a quantize kernel.
+bool fuse_prequant_moe(Context& ctx, const Graph& g, const Uses& u, Tensor* c) {
+  Tensor* x3 = c->src[0];
+  if (!c->src[5] || !x3 || x3->op != Op::RESHAPE || !u.single(x3)) return false;
+  Tensor* r = x3->src[0];
+  if (!r || r->op != Op::RMS_NORM || u(r) != 2 || !is_f32_matrix(r) || r->ne[0] % 32 != 0) return false;
+  Tensor* router = nullptr;
+  for (Tensor* t : g.nodes())
+    if (t != x3 && (t->src[0] == r || t->src[1] == r)) router = t;
+  if (!router || router->op != Op::MUL_MAT || router->src[1] != r || router->src[0] == r) return false;
+  const DType rt = router->src[0]->type;
+  if (rt != DType::F32 && rt != DType::F16 && rt != DType::BF16) return false;
+  const int64_t n = r->ne[0], T = r->ne[1];
+  const size_t rows_at = q8_norm_rows_offset(T, n);
+  const auto bytes = static_cast<int64_t>(rows_at + static_cast<size_t>(n * T) * 4);
+  Tensor* p = ctx.new_node(Op::RMS_NORM_Q8_1, DType::I8, {bytes, 1, 1, 1}, {r->src[0], r->src[1]});
+  p->op_params = r->op_params;  // eps
+  p->set_param(1, int32_t{1});  // the f32 rows after the planes
+  if (!s_rms_norm_q8_1(*p)) return false;
+  c->src[0] = p;
+  if (!s_ffn_swiglu(*c)) {
+    c->src[0] = x3;
+    return false;
+  }
+  router->src[1] = ctx.new_view(Op::VIEW, p, DType::F32, {n, T, 1, 1}, contiguous_strides(DType::F32, {n, T, 1, 1}),
+                                rows_at);
+  return true;
 }
 
 }  // namespace
@@ -312,7 +367,7 @@ void rewrite_graph(Context& ctx, Graph& g) {
   {
     const Uses u(g);
     for (Tensor* t : g.nodes())
-      if (t->op == Op::QKV || t->op == Op::FFN_SWIGLU) more += fuse_prequant(ctx, u, t);
+      if (t->op == Op::QKV || t->op == Op::FFN_SWIGLU) more += fuse_prequant(ctx, u, t) || fuse_prequant_moe(ctx, g, u, t);
   }
   if (more) g.rebuild();
 }

@@ -272,16 +272,28 @@ TEST(CudaRewrite, DecodeLayerAndMoeTakeEveryPatternWithoutADevice) {
       if (op_is_fused(n->op)) ++f[n->op];
     auto n = [&](Op op) { return f.count(op) ? f.at(op) : 0; };
     EXPECT_EQ(n(Op::QKV), 1) << "k=" << k << ": " << show(f);
-    EXPECT_EQ(n(Op::RMS_NORM_Q8_1), 2) << "k=" << k << ": " << show(f);  // the attention's norm with q/k/v biases too
+    // The attention's norm (with q/k/v biases too), the MLP's, and the MoE FFN's (with the f32 rows
+    // its router reads).
+    EXPECT_EQ(n(Op::RMS_NORM_Q8_1), 3) << "k=" << k << ": " << show(f);
     EXPECT_EQ(n(Op::MUL_MAT_ADD), 1) << "k=" << k << ": " << show(f);
     EXPECT_EQ(n(Op::FFN_SWIGLU), 2) << "k=" << k << ": " << show(f);  // the dense MLP (+ residual) and the experts
     EXPECT_EQ(n(Op::MOE_SUM), 1) << "k=" << k << ": " << show(f);
-    int adds = 0;
+    int adds = 0, routing = 0;
     for (const Tensor* node : g.nodes()) {
-      if (node->op == Op::MOE_SUM) EXPECT_NE(node->src[2], nullptr) << "k=" << k << ": the residual was not folded into MOE_SUM";
+      if (node->op == Op::MOE_SUM) {
+        EXPECT_NE(node->src[2], nullptr) << "k=" << k << ": the residual was not folded into MOE_SUM";
+        EXPECT_NE(node->src[3], nullptr) << "k=" << k << ": MOE_SUM does not form the routing weights";
+      }
+      if (node->op == Op::MUL_MAT) {  // the router: reads the f32 rows the experts' norm wrote
+        const Tensor* rows = node->src[1];
+        EXPECT_TRUE(rows->op == Op::VIEW && rows->src[0]->op == Op::RMS_NORM_Q8_1 && rows->src[0]->param<int32_t>(1) == 1)
+            << "k=" << k << ": the router reads " << op_name(rows->op);
+      }
       adds += node->op == Op::ADD;
+      routing += node->op == Op::SOFT_MAX || node->op == Op::GET_ROWS || node->op == Op::RMS_NORM;
     }
     EXPECT_EQ(adds, 0) << "k=" << k << ": ADDs left beside the fused ops";
+    EXPECT_EQ(routing, 0) << "k=" << k << ": a norm, or the routing weights' GET_ROWS / SOFT_MAX, left unfused";
   }
 }
 
