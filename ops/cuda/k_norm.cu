@@ -151,8 +151,9 @@ bool s_rms_norm_q8_1(const Tensor& node) {
   const Tensor* w = node.src[1];
   if (!x || x->type != DType::F32 || !x->is_contiguous() || x->ne[0] % 32 != 0 || x->ne[0] > 32768) return false;
   if (w && ((w->type != DType::F32 && w->type != DType::F16) || w->nb[0] != dtype_type_size(w->type))) return false;
-  const size_t planes = q8_plane_bytes(x->nrows(), x->ne[0]);
-  const size_t need = node.param<int32_t>(1) ? q8_norm_rows_offset(x->nrows(), x->ne[0]) + static_cast<size_t>(x->nelements()) * 4 : planes;
+  const int64_t rows = x->nrows(), n = x->ne[0];
+  const size_t need = node.param<int32_t>(1) ? q8_norm_rows_offset(rows, n) + static_cast<size_t>(rows * n) * 4
+                                             : q8_plane_bytes(rows, n);
   return node.type == DType::I8 && node.nbytes() >= need;
 }
 
@@ -164,8 +165,8 @@ void k_rms_norm_q8_1(KernelContext& kc, Tensor& node) {
   if (rows == 0) return;
   const Q8Planes planes = q8_planes(node.data, rows, x.ne[0]);
   const int64_t n = x.ne[0];
-  float* f32_rows =
-      node.param<int32_t>(1) ? reinterpret_cast<float*>(static_cast<char*>(node.data) + q8_norm_rows_offset(rows, n)) : nullptr;
+  char* rows_at = node.param<int32_t>(1) ? static_cast<char*>(node.data) + q8_norm_rows_offset(rows, n) : nullptr;
+  auto* f32_rows = reinterpret_cast<float*>(rows_at);
   const int threads = row_threads(n, n > 512 * 32 ? 1024 : 512);
   const int64_t per_thread = ceil_div(n, threads);
   const NormW wt = !w ? NormW::None : w->type == DType::F16 ? NormW::F16 : NormW::F32;
