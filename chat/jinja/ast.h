@@ -54,8 +54,13 @@ constexpr int kMaxNesting = 128;
 /// or a request; these keep its render to seconds and its memory to tens of megabytes.
 constexpr int64_t kMaxSteps = int64_t{1} << 20;
 constexpr size_t kMaxStringBytes = size_t{1} << 24;
-/// Items of a list built by `*` or `+` (a Value is ~170 bytes: 16 M items took 2.8 GB).
+/// Items of a list built by `*` or `+` (a Value is ~170 bytes: 16 M items took 2.8 GB), and the
+/// characters a per-character operation takes (iterating a string, case maps, replace('', ...):
+/// ~250 bytes and ~3 us a character).
 constexpr size_t kMaxListItems = size_t{1} << 20;
+/// The bounds as messages name them: "16 M bytes", "1 M items".
+inline std::string string_bound() { return std::to_string(kMaxStringBytes >> 20) + " M bytes"; }
+inline std::string list_bound() { return std::to_string(kMaxListItems >> 20) + " M items"; }
 
 struct Stmt;
 using StmtPtr = std::unique_ptr<Stmt>;

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cmath>
 
+#include "chat/jinja/ast.h"
 #include "chat/jinja/builtins_util.h"
 #include "chat/jinja/interpreter.h"
 #include "chat/jinja/json.h"
@@ -121,6 +122,7 @@ Value apply_filter(Interpreter& in, std::string_view name, const Value& v, CallA
     // HF's signature: tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)
     o.ensure_ascii = a.get(0, "ensure_ascii", Value::boolean(false)).truthy();
     const Value indent = a.get(1, "indent", Value::none());
+    if (indent.is_integer() && indent.i > static_cast<int64_t>(kMaxStringBytes)) fail("indent is over " + string_bound());
     if (indent.is_integer()) o.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, indent.i)), ' ');
     else if (indent.is_string()) o.indent = indent.str.s;
     else if (!indent.is_none()) fail("indent must be an integer or a string");
@@ -169,12 +171,20 @@ Value apply_filter(Interpreter& in, std::string_view name, const Value& v, CallA
   }
   if (name == "indent") {
     const Value w = a.get(0, "width", Value::integer(4));
-    const std::string ind = w.is_string() ? w.str.s : std::string(static_cast<size_t>(std::max<int64_t>(0, need_int(w, "width"))), ' ');
+    if (!w.is_string() && need_int(w, "width") > static_cast<int64_t>(kMaxStringBytes)) fail("width is over " + string_bound());
+    const std::string ind = w.is_string() ? w.str.s : std::string(static_cast<size_t>(std::max<int64_t>(0, w.i)), ' ');
     const bool first = a.get(1, "first", Value::boolean(false)).truthy();
     const bool blank = a.get(2, "blank", Value::boolean(false)).truthy();
     Text s = v.to_text();
     s.append("\n");  // Jinja2's own quirk, so that splitlines sees a final line
+    // Every '\n' starts a line that gets the indent: refused before the lines are built when even
+    // that many would pass the bound.
+    const auto newlines = static_cast<size_t>(std::count(s.s.begin(), s.s.end(), '\n'));
+    if (newlines > kMaxListItems || s.s.size() + newlines * ind.size() > kMaxStringBytes)
+      fail("the indented text would be over " + string_bound());
     const std::vector<Text> lines = pystr::splitlines(s);
+    if (lines.size() > kMaxListItems || s.s.size() + lines.size() * ind.size() > kMaxStringBytes)
+      fail("the indented text would be over " + string_bound());
     Text rv;
     if (blank) {
       for (size_t k = 0; k < lines.size(); ++k) {

@@ -55,15 +55,8 @@ void Interpreter::tick(int line) {
     fail(line, "the template ran more than " + std::to_string(kMaxSteps) + " statements and loop iterations");
 }
 
-namespace {
-// The bounds as messages name them: "16 M bytes", "1 M items".
-std::string mega(size_t n, const char* unit) { return std::to_string(n >> 20) + " M " + unit; }
-const std::string kStringBound = mega(kMaxStringBytes, "bytes");
-const std::string kListBound = mega(kMaxListItems, "items");
-}  // namespace
-
 void Interpreter::check_size(const Text& t, int line) {
-  if (t.s.size() > kMaxStringBytes) fail(line, "the template built a string over " + kStringBound);
+  if (t.s.size() > kMaxStringBytes) fail(line, "the template built a string over " + string_bound());
 }
 
 Interpreter::Flow Interpreter::exec(const Body& body, Text& out) {
@@ -248,6 +241,7 @@ List Interpreter::iterate(const Value& v, int line) {
       return keys;
     }
     case Value::Kind::string: {
+      if (pystr::length(v.str) > kMaxListItems) fail(line, "iterating a string of over " + list_bound() + " (characters)");
       List chars;
       for (const Text& c : pystr::chars(v.str)) chars.push_back(Value::string(c));
       return chars;
@@ -323,8 +317,7 @@ Value slice_value(const Value& obj, const Value& start, const Value& stop, const
   std::vector<Text> chars;
   size_t n = 0;
   if (is_str) {
-    chars = pystr::chars(obj.str);
-    n = chars.size();
+    n = pystr::length(obj.str);
   } else if (obj.is_list()) {
     n = obj.list->size();
   } else {
@@ -347,6 +340,9 @@ Value slice_value(const Value& obj, const Value& start, const Value& stop, const
   };
   const int64_t a = clamp(opt(start), st > 0 ? 0 : len - 1);
   const int64_t b = clamp(opt(stop), st > 0 ? len : -1);
+  // A plain slice is a span of the text; only a stepped one goes character by character (bounded).
+  if (is_str && st == 1) return Value::string(b > a ? pystr::span(obj.str, static_cast<size_t>(a), static_cast<size_t>(b)) : Text());
+  if (is_str) chars = pystr::chars(obj.str);
   Text s;
   for (int64_t k = a; st > 0 ? k < b : k > b; k += st) {
     if (is_str) s.append(chars[static_cast<size_t>(k)]);
@@ -425,7 +421,7 @@ Value Interpreter::binary(const Expr& e) {
       return Value::string(std::move(t));
     }
     if (a.is_list() && b.is_list()) {
-      if (a.list->size() + b.list->size() > kMaxListItems) fail(e.line, "'+' makes a list over " + kListBound);
+      if (a.list->size() + b.list->size() > kMaxListItems) fail(e.line, "'+' makes a list over " + list_bound());
       List l = *a.list;
       l.insert(l.end(), b.list->begin(), b.list->end());
       return Value::new_list(std::move(l), a.is_tuple);
@@ -443,7 +439,7 @@ Value Interpreter::binary(const Expr& e) {
       const uint64_t cap = seq.is_string() ? kMaxStringBytes : kMaxListItems;
       if (b.i > 0 && unit > 0 && static_cast<uint64_t>(b.i) > cap / unit)
         fail(e.line, "repetition '*' " + std::to_string(b.i) + " makes a value over " +
-                         (seq.is_string() ? kStringBound : kListBound));
+                         (seq.is_string() ? string_bound() : list_bound()));
       Value r = seq.is_string() ? Value::string(Text()) : Value::new_list({}, seq.is_tuple);
       for (int64_t k = 0; k < b.i; ++k) {
         if (seq.is_string()) r.str.append(seq.str);

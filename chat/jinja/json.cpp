@@ -1,5 +1,7 @@
 #include "chat/jinja/json.h"
 
+#include "chat/jinja/ast.h"
+
 #include <utf8proc.h>
 
 #include <algorithm>
@@ -52,11 +54,19 @@ void string_json(const Text& t, bool ascii, Text& out) {
   out.append("\"");
 }
 
+// Past kMaxStringBytes the serialization stops (a value that holds itself twice per level doubles
+// its text with every level: 30 levels are gigabytes).
+void check_json_size(const Text& out) {
+  if (out.s.size() > kMaxStringBytes) throw TemplateError("the JSON text is over " + string_bound());
+}
+
 void dump(const Value& v, const JsonOptions& o, int level, Text& out) {
+  check_json_size(out);
   auto newline = [&](int lvl) {
     if (!o.indent) return;
     out.append("\n");
     for (int k = 0; k < lvl; ++k) out.append(*o.indent);
+    check_json_size(out);
   };
   switch (v.kind) {
     case Value::Kind::none: out.append("null"); return;

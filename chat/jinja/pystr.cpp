@@ -1,5 +1,7 @@
 #include "chat/jinja/pystr.h"
 
+#include "chat/jinja/ast.h"
+
 #include <utf8proc.h>
 
 #include <algorithm>
@@ -65,12 +67,23 @@ std::vector<Char> scan(const std::string& s) {
   return out;
 }
 
+// scan() for the operations that make a value or a piece of text per character (chars, case maps):
+// past kMaxListItems characters they are refused, as a list that long would be.
+std::vector<Char> scan_bounded(const std::string& s) {
+  if (s.size() > kMaxListItems) {
+    size_t n = 0;  // characters, without materializing them
+    for (size_t i = 0; i < s.size(); i += seq_len(s, i))
+      if (++n > kMaxListItems) throw TemplateError("a string of over " + list_bound() + " (characters) taken character by character");
+  }
+  return scan(s);
+}
+
 // Applies a per-code-point mapping to UTF-8 text (f gives the character's replacement, one or more
 // code points), keeping each character's taint on its output bytes.
 template <class F>
 Text map_chars(const Text& t, F f) {
   Text out;
-  const auto cs = scan(t.s);
+  const auto cs = scan_bounded(t.s);
   for (size_t k = 0; k < cs.size(); ++k) {
     const Char& c = cs[k];
     const std::string piece = c.len == 1 && c.cp >= 0x80 ? t.s.substr(c.pos, 1) : f(c.cp, k, cs);
@@ -167,11 +180,15 @@ std::string lower_at(const std::vector<Char>& cs, size_t k) {
 
 std::vector<Text> chars(const Text& t) {
   std::vector<Text> out;
-  for (const Char& c : scan(t.s)) out.push_back(t.substr(c.pos, c.len));
+  for (const Char& c : scan_bounded(t.s)) out.push_back(t.substr(c.pos, c.len));
   return out;
 }
 
-size_t length(const Text& t) { return scan(t.s).size(); }
+size_t length(const Text& t) {
+  size_t n = 0;
+  for (size_t i = 0; i < t.s.size(); i += seq_len(t.s, i)) ++n;
+  return n;
+}
 
 Text span(const Text& t, size_t a, size_t b) {
   const auto cs = scan(t.s);
@@ -314,6 +331,7 @@ Text replace(const Text& t, const std::string& old, const Text& repl, int64_t co
         ++n;
       }
       out.append(c);
+      if (out.s.size() > kMaxStringBytes) throw TemplateError("replace() made a string over " + string_bound());
     }
     if (count < 0 || n < count) out.append(repl);
     return out;
@@ -325,6 +343,7 @@ Text replace(const Text& t, const std::string& old, const Text& repl, int64_t co
     if (at == std::string::npos) break;
     out.append(t.substr(start, at - start));
     out.append(repl);
+    if (out.s.size() > kMaxStringBytes) throw TemplateError("replace() made a string over " + string_bound());
     start = at + old.size();
     ++n;
   }

@@ -11,6 +11,8 @@
 namespace minfer::jinja::pystr {
 
 /// The characters (code points) of `t`, one Text each. Ill-formed bytes count as one character.
+/// TemplateError past kMaxListItems characters (so are the case maps; replace() past
+/// kMaxStringBytes of output).
 std::vector<Text> chars(const Text& t);
 /// Number of code points.
 size_t length(const Text& t);

@@ -334,8 +334,9 @@ json bytes_of(const std::string& s) {
 
 }  // namespace
 
-int json_depth(std::string_view text) {
-  int depth = 0, most = 0;
+JsonShape json_shape(std::string_view text) {
+  JsonShape shape;
+  std::vector<std::pair<bool, size_t>> open;  // per open container: is an object, its commas
   bool in_string = false, escape = false;
   for (char c : text) {
     if (in_string) {
@@ -344,11 +345,20 @@ int json_depth(std::string_view text) {
       else if (c == '"') in_string = false;
       continue;
     }
-    if (c == '"') in_string = true;
-    else if (c == '[' || c == '{') most = std::max(most, ++depth);
-    else if (c == ']' || c == '}') --depth;
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      open.emplace_back(c == '{', 0);
+      shape.depth = std::max(shape.depth, static_cast<int>(open.size()));
+    } else if (c == ']' || c == '}') {
+      if (open.empty()) continue;  // malformed: the parser says so
+      if (open.back().first) shape.widest_object = std::max(shape.widest_object, open.back().second + 1);
+      open.pop_back();
+    } else if (c == ',' && !open.empty()) {
+      ++open.back().second;
+    }
   }
-  return most;
+  return shape;
 }
 
 Job parse_job(const json& body, bool chat, const tokenizer::Tokenizer& tok, const ApiLimits& lim, const RenderChat& render) {

@@ -62,9 +62,15 @@ using RenderChat = std::function<jinja::Text(const chat::ChatInputs&)>;
 /// /v1/completions (chat = false) or /v1/chat/completions. Throws BadRequest.
 Job parse_job(const json& body, bool chat, const tokenizer::Tokenizer& tok, const ApiLimits& lim, const RenderChat& render);
 
-/// Depth of nested arrays/objects in a JSON text, counted without parsing it (strings skipped);
-/// the server refuses deep bodies before parsing them.
-int json_depth(std::string_view text);
+/// What the server bounds in a JSON text before parsing it (strings skipped, nothing parsed): the
+/// depth of nested arrays/objects (the parser recurses) and the most members any one object has
+/// (an upper bound: commas + 1, counted only for closed objects; nlohmann's ordered_json inserts
+/// a key by a linear search, so one object of n keys costs n^2: 80,000 keys took 12 s).
+struct JsonShape {
+  int depth = 0;
+  size_t widest_object = 0;
+};
+JsonShape json_shape(std::string_view text);
 
 /// "stop" (an end-of-generation token or a stop string) or "length" (max_tokens, the context, the
 /// server's --timeout, a full KV pool).

@@ -26,6 +26,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr int kMaxDepth = 64;
+// Members of one JSON object (tool schemas and template kwargs have tens): parsing an object
+// costs its size squared (ordered_json), ~1 ms at this bound.
+constexpr size_t kMaxObjectKeys = 1024;
 constexpr size_t kMaxHttpThreads = 1024;  // the pool grows to this (or --threads-http) on demand
 // Requests one connection may carry before the server closes it (the last response says
 // "Connection: close"); current httplib's default, where 0.11's was 5.
@@ -93,11 +96,16 @@ void refuse_unread(const httplib::Request& req, httplib::Response& res, int stat
   res.set_header("Connection", "close");
 }
 
-// A request body as JSON, nesting bounded (a deep body would exhaust the parser's stack);
-// nullopt after answering 400.
+// A request body as JSON, its nesting and its objects' sizes bounded (a deep body would exhaust
+// the parser's stack, a wide object cost quadratic time); nullopt after answering 400.
 std::optional<json> parse_body(const httplib::Request& req, httplib::Response& res) {
-  if (json_depth(req.body) > kMaxDepth) {
+  const JsonShape shape = json_shape(req.body);
+  if (shape.depth > kMaxDepth) {
     send_error(res, 400, fmt::format("the JSON nests deeper than {} levels", kMaxDepth));
+    return std::nullopt;
+  }
+  if (shape.widest_object > kMaxObjectKeys) {
+    send_error(res, 400, fmt::format("a JSON object has more than {} members", kMaxObjectKeys));
     return std::nullopt;
   }
   try {

@@ -255,6 +255,30 @@ TEST(Jinja, RenderWorkAndSizeAreBounded) {
             "1024|ok");
 }
 
+// The filters that build a string or a list per character or per line, found to take gigabytes
+// and minutes within the earlier bounds: each is now refused before the big value exists (the
+// test's time is the check: every case below used to run 8-30 s and 1-5 GB).
+TEST(Jinja, FiltersThatGrowPerCharacterOrLineAreBounded) {
+  const std::string bytes = "over 16 M bytes", chars = "over 1 M items (characters)";
+  for (const char* tpl : {"{{ 'a\nb' | indent(2000000000) | length }}", "{{ 'a\nb\nc' | indent(20000000) | length }}",
+                          "{{ ('a\n' * 8000000) | indent(4) | length }}",
+                          "{{ messages | tojson(indent=2000000000) }}",
+                          "{% set ns = namespace(d={}) %}{% for i in range(30) %}{% set ns.d = {'a': ns.d, 'b': ns.d} %}"
+                          "{% endfor %}{{ ns.d | tojson }}",
+                          "{{ ('a' * 1000000) | replace('', 'b' * 48) | length }}",
+                          "{{ ('ab' * 1000000) | replace('a', 'x' * 40) | length }}"})
+    EXPECT_NE(error_of(tpl).find(bytes), std::string::npos) << tpl << ": " << error_of(tpl);
+  for (const char* tpl : {"{{ ('x' * 4000000) | list | length }}", "{% for c in 'x' * 4000000 %}{% endfor %}",
+                          "{{ ('x' * 10000000) | join(',') | length }}", "{{ ('a ' * 8000000) | title | length }}",
+                          "{{ ('a' * 2000000) | upper | length }}", "{{ ('a' * 2000000) | reverse | length }}"})
+    EXPECT_NE(error_of(tpl).find(chars), std::string::npos) << tpl << ": " << error_of(tpl);
+  // Up to the bounds they render; length and slicing of long strings are not per-character work.
+  EXPECT_EQ(render("{{ ('a\nb' | indent(8)) | length }}|{{ ('x' * 1000) | list | length }}|"
+                   "{{ ('a' * 100000) | upper | length }}|{{ ('a' * 3000000) | length }}|{{ ('ab' * 3000000)[1:4] }}",
+                   ojson::object()),
+            "11|1000|100000|3000000|bab");
+}
+
 // A {% set %} in a loop body lives for one iteration (Jinja2's scoping), so a template that
 // tests `prev is defined` or accumulates without a namespace renders as Hugging Face's does.
 TEST(Jinja, SetInALoopBodyDoesNotCarryOver) {

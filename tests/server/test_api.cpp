@@ -11,12 +11,19 @@
 namespace minfer::test {
 namespace {
 
-TEST(ServerApiParse, JsonDepthSkipsStrings) {
-  EXPECT_EQ(server::json_depth("{}"), 1);
-  EXPECT_EQ(server::json_depth(R"({"a": [1, {"b": [2]}]})"), 4);
-  EXPECT_EQ(server::json_depth(R"({"a": "[[[[{{{{\"[[["})"), 1);
-  EXPECT_EQ(server::json_depth(std::string(1000, '[')), 1000);
-  EXPECT_EQ(server::json_depth("12"), 0);
+TEST(ServerApiParse, JsonShapeSkipsStrings) {
+  EXPECT_EQ(server::json_shape("{}").depth, 1);
+  EXPECT_EQ(server::json_shape(R"({"a": [1, {"b": [2]}]})").depth, 4);
+  EXPECT_EQ(server::json_shape(R"({"a": "[[[[{{{{\"[[["})").depth, 1);
+  EXPECT_EQ(server::json_shape(std::string(1000, '[')).depth, 1000);
+  EXPECT_EQ(server::json_shape("12").depth, 0);
+  // Members of the widest object: commas inside strings and inner arrays do not count.
+  EXPECT_EQ(server::json_shape(R"({"a": 1, "b": [1, 2, 3, 4], "c": "x,y,z"})").widest_object, 3u);
+  EXPECT_EQ(server::json_shape(R"([{"a": 1}, {"a": 1, "b": 2, "c": {"d": 1, "e": 2, "f": 3, "g": 4}}])").widest_object, 4u);
+  EXPECT_EQ(server::json_shape("[1, 2, 3]").widest_object, 0u);
+  std::string wide = "{";
+  for (int i = 0; i < 5000; ++i) wide += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":1";
+  EXPECT_EQ(server::json_shape(wide + "}").widest_object, 5000u);
 }
 
 TEST(ServerApiParse, FieldsAndDefaults) {

@@ -526,6 +526,10 @@ TEST_F(ServerApi, TokenizeAndDetokenize) {
 
 TEST_F(ServerApi, BadRequestsGet400WithAMessage) {
   const std::string too_long = json{{"prompt", std::vector<int>(2049, 5)}}.dump();
+  // An object of 100,000 members (quadratic to parse as ordered_json: refused before parsing).
+  std::string wide_object = R"({"prompt": "x", "junk": {)";
+  for (int i = 0; i < 100000; ++i) wide_object += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":1";
+  wide_object += "}}";
   const std::pair<std::string, std::string> cases[] = {
       {"/v1/completions", "not json"},
       {"/v1/completions", "{\"prompt\": \"x\""},
@@ -559,6 +563,7 @@ TEST_F(ServerApi, BadRequestsGet400WithAMessage) {
       {"/v1/completions", R"({"prompt": "x", "logit_bias": {"5": 100}})"},
       {"/v1/completions", R"({"prompt": ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p", "q", "r", "s", "t", "u", "v", "w", "x", "y"]})"},
       {"/v1/completions", std::string(100, '[') + std::string(100, ']')},
+      {"/v1/completions", wide_object},
       {"/v1/completions", too_long},
       {"/v1/completions", json{{"prompt", std::string(20000, 'x') + " y z"}}.dump()},
       {"/v1/chat/completions", R"({"messages": []})"},
