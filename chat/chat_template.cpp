@@ -1,5 +1,6 @@
 #include "chat/chat_template.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -72,6 +73,9 @@ ChatTemplate select_chat_template(const tokenizer::Tokenizer& tok, std::string_v
   if (override_spec == "chatml") return ChatTemplate(ChatTemplate::chatml_source(), bos, eos, "ChatML (built in)");
   if (!override_spec.empty()) {
     const std::string path(override_spec);
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec))
+      throw std::runtime_error("chat template file '" + path + "' is a directory (--chat-template chatml|FILE)");
     std::ifstream in(path, std::ios::binary);
     if (!in) throw std::runtime_error("cannot read chat template file '" + path + "' (--chat-template chatml|FILE)");
     std::stringstream ss;

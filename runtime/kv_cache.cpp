@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdint>
 
 namespace minfer {
 namespace {
@@ -14,7 +15,12 @@ int32_t checked_blocks(const KvCacheParams& p) {
     throw std::invalid_argument(fmt::format("KV cache: block size must be a power of two in [1, 1024], got {}", p.block_size));
   if (p.n_seq_max < 1) throw std::invalid_argument(fmt::format("KV cache: n_seq_max must be >= 1, got {}", p.n_seq_max));
   if (p.n_ctx_seq < 0) throw std::invalid_argument(fmt::format("KV cache: n_ctx_seq must be >= 0, got {}", p.n_ctx_seq));
-  return (p.n_ctx + p.block_size - 1) / p.block_size;
+  const int64_t n_blocks = (int64_t{p.n_ctx} + p.block_size - 1) / p.block_size;
+  // Cells are int32 indices, the null block's included.
+  if ((n_blocks + 1) * p.block_size > INT32_MAX)
+    throw std::invalid_argument(fmt::format("KV cache: {} cells in blocks of {} is past the {} cells a cache can index",
+                                            p.n_ctx, p.block_size, int64_t{INT32_MAX} - 2 * p.block_size + 1));
+  return static_cast<int32_t>(n_blocks);
 }
 
 }  // namespace
@@ -31,15 +37,19 @@ KvCache::KvCache(Backend& backend, int32_t n_layer, int32_t n_head_kv, int32_t h
 
 KvCache::KvCache(const std::vector<Backend*>& shards, int32_t n_layer, int32_t n_head_kv, int32_t head_dim,
                  int32_t head_dim_v, const KvCacheParams& p)
-    : pool_(checked_blocks(p)), block_size_(p.block_size), n_seq_max_(p.n_seq_max), type_(p.type) {
+    : pool_(0), block_size_(p.block_size), n_seq_max_(p.n_seq_max), type_(p.type) {
+  // The pool's bookkeeping (per-block counters) is made after the caches are allocated: a -c
+  // that no device can hold fails at the allocation, before gigabytes of host metadata exist.
+  const int32_t n_blocks = checked_blocks(p);
   if (p.type != DType::F16 && p.type != DType::F32 && p.type != DType::Q8_0)
     throw std::invalid_argument(fmt::format("KV cache: dtype {} is not supported (f16, f32, q8_0)", dtype_name(p.type)));
   if (p.type == DType::Q8_0 && (head_dim % 32 != 0 || head_dim_v % 32 != 0))
     throw std::invalid_argument(fmt::format("KV cache: q8_0 needs head dims % 32 == 0, got {} / {}", head_dim, head_dim_v));
   if (shards.empty()) throw std::invalid_argument("KV cache: no backend");
-  n_ctx_seq_ = p.n_ctx_seq > 0 ? std::min(p.n_ctx_seq, n_ctx()) : n_ctx();
-  max_blocks_ = (n_ctx_seq_ + block_size_ - 1) / block_size_;
-  const int64_t cells = static_cast<int64_t>(n_blocks() + 1) * block_size_;  // + the null block
+  const int32_t n_ctx_pool = n_blocks * block_size_;
+  n_ctx_seq_ = p.n_ctx_seq > 0 ? std::min(p.n_ctx_seq, n_ctx_pool) : n_ctx_pool;
+  max_blocks_ = static_cast<int32_t>((int64_t{n_ctx_seq_} + block_size_ - 1) / block_size_);
+  const int64_t cells = (int64_t{n_blocks} + 1) * block_size_;  // + the null block
   bytes_ = bytes_per_cell(n_layer, n_head_kv, head_dim, head_dim_v, p.type) * static_cast<size_t>(cells);
   for (Backend* backend : shards) {
     Store st;
@@ -55,12 +65,13 @@ KvCache::KvCache(const std::vector<Backend*>& shards, int32_t n_layer, int32_t n
     } catch (const OutOfMemoryError& e) {
       throw OutOfMemoryError(fmt::format("KV cache of {} cells needs {:.1f} MiB on {}: {} (ask for a smaller context: "
                                          "-c, or fewer or shorter sequences)",
-                                         n_ctx(), static_cast<double>(bytes_) / 1048576.0, backend->name(), e.what()));
+                                         n_ctx_pool, static_cast<double>(bytes_) / 1048576.0, backend->name(), e.what()));
     }
     stores_.push_back(std::move(st));
   }
+  pool_ = alloc::BlockPool(n_blocks);
   seqs_.resize(static_cast<size_t>(n_seq_max_));
-  table_host_.assign(static_cast<size_t>(max_blocks_) * static_cast<size_t>(n_seq_max_ + 1), n_blocks());
+  table_host_.assign(static_cast<size_t>(max_blocks_) * static_cast<size_t>(n_seq_max_ + 1), n_blocks);
   dirty_lo_ = 0;
   dirty_hi_ = n_seq_max_ + 1;
   sync();

@@ -127,6 +127,11 @@ int main(int argc, char** argv) {
         msgs.pop_back();
         continue;
       }
+      if (ids.empty()) {  // nothing to evaluate: there would be no logits to sample from
+        std::fprintf(stderr, "[the chat template rendered an empty prompt for this conversation]\n");
+        msgs.pop_back();
+        continue;
+      }
       // Context shift: drop the oldest turns after the system message until the conversation and
       // room for a reply fit (-n -1, a reply until the context ends: half of it).
       const auto n_ctx = static_cast<size_t>(session.n_ctx());

@@ -297,6 +297,11 @@ std::string read_text_file(const std::string& path, std::string_view flag) {
   return text;
 }
 
+void take_last_values(CLI::App& app) {
+  for (CLI::Option* o : app.get_options())
+    if (o->get_items_expected_max() == 1) o->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+}
+
 CLI::Validator thread_count() {
   constexpr int hi = cpu::ThreadPool::kMaxThreads;
   return detail::number_check("0 (all) to " + std::to_string(hi), [](double v) { return v >= 0 && v <= hi; });

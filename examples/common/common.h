@@ -120,10 +120,16 @@ struct LlamaArgs {
   std::vector<char*> ptrs;
 };
 
+/// A flag given twice takes its last value, as llama.cpp's programs do (CLI11 refuses a repeated
+/// single-value option: scripts that append an override, `-n 4 ... -n 8`, would fail). Options
+/// that take lists (`-p 512,2048`) keep every value.
+void take_last_values(CLI::App& app);
+
 /// CLI11_PARSE with the programs' one exit code for bad input: 0 after --help, 1 (with CLI11's
 /// message on stderr) for an unknown flag or a bad value, as for every other error.
 #define MINFER_PARSE(app, argc, argv)           \
   do {                                          \
+    ::minfer::examples::take_last_values(app);  \
     try {                                       \
       (app).parse((argc), (argv));              \
     } catch (const CLI::ParseError& e) {        \

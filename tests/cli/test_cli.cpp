@@ -244,6 +244,10 @@ TEST(Cli, ImpossibleContextIsAnOutOfMemoryMessage) {
   auto r = run(gen + " -c 2000000000 --device cpu");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("a smaller context: -c"), std::string::npos) << r.out;
+  // Past the cells a cache can index: a range error, not an overflowed block count.
+  r = run(gen + " -c 2147483617 --device cpu");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("cells a cache can index"), std::string::npos) << r.out;
 }
 
 TEST(Cli, PerplexityPrintsTheFinalLine) {
@@ -261,6 +265,10 @@ TEST(Cli, PerplexityPrintsTheFinalLine) {
 TEST(Cli, LlamaCppHabits) {
   auto r = run(gen + " --no-mmap --mlock -n 2 --device cpu");
   EXPECT_EQ(r.code, 0) << r.out;
+  // A flag given twice takes its last value (CLI11 refused it: "At Most 1 required but received 2").
+  r = run(gen + " -n 9 --temp 0 --json --device cpu -n 3");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["ids"].size(), 3u) << r.out;
   for (const char* chunks : {"0", "-5"}) {
     r = run(std::string(MINFER_PERPLEXITY_BIN) + " -f /dev/null --chunks " + chunks + " --device cpu");
     EXPECT_EQ(r.code, 1) << r.out;

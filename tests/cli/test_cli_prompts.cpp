@@ -278,6 +278,24 @@ TEST(CliChat, BadMessagesAreNamedAsTyped) {
   EXPECT_NE(r.out.find("the context holds 64 (-c)"), std::string::npos) << r.out;
 }
 
+// A template that renders nothing for a conversation leaves that message out and the chat goes
+// on (it failed with "truncate sequence 0 to -1"); a directory is not a template.
+TEST(CliChat, EmptyRenderedPromptIsANoticeAndADirectoryIsNoTemplate) {
+  const auto dir = std::filesystem::temp_directory_path() / "minfer_chat_tpl";
+  std::filesystem::create_directories(dir);
+  const auto tpl = dir / "empty-for-hi.j2";
+  std::ofstream(tpl) << "{% if messages[-1].content != 'hi' %}{% for m in messages %}<|im_start|>{{ m.role }}\n"
+                        "{{ m.content }}<|im_end|>\n{% endfor %}<|im_start|>assistant\n{% endif %}";
+  auto r = run("printf 'hi\nagain\n' | " + chat_bin + " -n 2 --temp 0 --device cpu --chat-template " + q(tpl.string()));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("[the chat template rendered an empty prompt for this conversation]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" tok/s"), std::string::npos) << "the next message was not answered: " << r.out;
+  r = run("printf 'hi\n' | " + chat_bin + " -n 2 --device cpu --chat-template " + q(dir.string()));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("is a directory"), std::string::npos) << r.out;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(CliSmallOnes, PerplexityContextZeroAndNonFiniteResult) {
   const auto text = fixture("text/python-val.txt");
   if (text.empty()) GTEST_SKIP() << "fixtures not found under " << fixtures_dir();

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <set>
 
@@ -54,6 +55,24 @@ TEST(KvCache, PoolIsWhatNCtxAsksForRoundedToBlocks) {
   EXPECT_EQ(kv.n_ctx_seq(), 112);
   EXPECT_THROW(make(100, 12, 1), std::invalid_argument);
   EXPECT_THROW(make(0, 16, 1), std::invalid_argument);
+}
+
+// Cells are int32 indices (the null block's too): a -c whose blocks would pass 2^31 - 1 cells is a
+// clear error (it overflowed into "n_blocks must be >= 0, got -67108864"), and a -c no memory
+// holds fails at the cache's allocation, before any per-block bookkeeping (1e9 one-cell blocks
+// took 10 GB of host memory and a minute before the out-of-memory message).
+TEST(KvCache, ContextPastTheIndexRangeOrMemoryIsAClearError) {
+  for (const auto& [n_ctx, bs] : {std::pair{INT32_MAX - 30, 32}, {INT32_MAX, 1024}, {INT32_MAX, 1}}) {
+    try {
+      make(n_ctx, bs, 1);
+      ADD_FAILURE() << "-c " << n_ctx << " with blocks of " << bs << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("cells a cache can index"), std::string::npos) << e.what();
+    }
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_THROW(make(1 << 30, 1, 1), OutOfMemoryError);  // 1 KiB a cell: 1 TiB
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5)) << "host bookkeeping before the allocation";
 }
 
 TEST(KvCache, AppendGivesCellsInTheSequencesOwnBlocksAndTheTableFollows) {
