@@ -1,12 +1,12 @@
 #include "chat/jinja/json.h"
 
-#include "chat/jinja/ast.h"
-
 #include <utf8proc.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+
+#include "chat/jinja/ast.h"
 
 namespace minfer::jinja {
 namespace {

@@ -1,10 +1,10 @@
 #include "chat/jinja/pystr.h"
 
-#include "chat/jinja/ast.h"
-
 #include <utf8proc.h>
 
 #include <algorithm>
+
+#include "chat/jinja/ast.h"
 
 namespace minfer::jinja::pystr {
 namespace {
