@@ -254,6 +254,13 @@ TEST(Targets, ParseNames) {
   EXPECT_EQ(parse_target("BF16").ftype, F::MOSTLY_BF16);
   EXPECT_EQ(static_cast<uint32_t>(parse_target("Q6_K").ftype), 18u);
   EXPECT_EQ(static_cast<uint32_t>(parse_target("Q5_0").ftype), 8u);
+  // llama-quantize's file type numbers.
+  EXPECT_EQ(parse_target("15").ftype, F::MOSTLY_Q4_K_M);
+  EXPECT_FALSE(parse_target("15").pure);
+  EXPECT_EQ(parse_target("7").ftype, F::MOSTLY_Q8_0);
+  EXPECT_EQ(parse_target("1").ftype, F::MOSTLY_F16);
+  EXPECT_THROW(parse_target("99"), std::invalid_argument);
+  EXPECT_THROW(parse_target("4"), std::invalid_argument);  // a retired llama.cpp type
   try {
     parse_target("IQ2_XS");
     FAIL() << "IQ2_XS accepted";
