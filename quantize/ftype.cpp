@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <stdexcept>
 
 namespace minfer::quantize {
@@ -114,11 +115,11 @@ QuantTarget parse_target(std::string_view s) {
   for (const auto& i : kFileTypes)
     if (s == i.name) return {i.type, false, std::string(i.name)};
   // llama-quantize also takes a file type by its number (15 = Q4_K_M).
-  if (!s.empty() && s.size() <= 3 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    const int id = std::stoi(std::string(s));
+  int id = -1;
+  const char* const last = s.data() + s.size();
+  if (const auto [end, ec] = std::from_chars(s.data(), last, id); ec == std::errc() && end == last)
     for (const auto& i : kFileTypes)
       if (static_cast<int>(i.type) == id) return {i.type, false, std::string(i.name)};
-  }
   for (const auto& a : kAliases)
     if (s == a.name) return {a.type, false, std::string(file_type_name(a.type))};
   if (auto d = dtype_from_name(s)) {

@@ -61,10 +61,10 @@ struct QuantTarget {
 ///   - a mix name, exactly as llama-quantize spells it: F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K
 ///     Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K, plus llama-quantize's aliases
 ///     Q3_K = Q3_K_M, Q4_K = Q4_K_M, Q5_K = Q5_K_M;
+///   - else a mix's llama.cpp file type number ("15" = Q4_K_M, as llama-quantize takes it);
 ///   - else a plain dtype name, case-insensitive: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_K q3_K
 ///     q4_K q5_K q6_K (pure; general.file_type becomes the mix with that default dtype, the _S
 ///     variant for q3_K/q4_K/q5_K);
-///   - else a mix's llama.cpp file type number ("15" = Q4_K_M, as llama-quantize takes it);
 ///   - else a mix name in any case ("q4_k_m").
 /// So "Q8_0" is the Q8_0 mix and "q8_0" the plain dtype; they differ only in the output tensor
 /// rule. Throws std::invalid_argument naming the value and listing the accepted names; the IQ

@@ -48,7 +48,7 @@ KvCache::KvCache(const std::vector<Backend*>& shards, int32_t n_layer, int32_t n
   if (shards.empty()) throw std::invalid_argument("KV cache: no backend");
   const int32_t n_ctx_pool = n_blocks * block_size_;
   n_ctx_seq_ = p.n_ctx_seq > 0 ? std::min(p.n_ctx_seq, n_ctx_pool) : n_ctx_pool;
-  max_blocks_ = static_cast<int32_t>((int64_t{n_ctx_seq_} + block_size_ - 1) / block_size_);
+  max_blocks_ = (n_ctx_seq_ + block_size_ - 1) / block_size_;  // within int32: checked_blocks
   const int64_t cells = (int64_t{n_blocks} + 1) * block_size_;  // + the null block
   bytes_ = bytes_per_cell(n_layer, n_head_kv, head_dim, head_dim_v, p.type) * static_cast<size_t>(cells);
   for (Backend* backend : shards) {

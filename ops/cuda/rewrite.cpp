@@ -311,15 +311,13 @@ bool fuse_prequant(Context& ctx, const Uses& u, Tensor* c) {
 // A MoE FFN's norm: RMS_NORM read by the router (a float MUL_MAT) and, through the [n, 1, T]
 // RESHAPE of the toolkit's MoeFfn, by the experts' FFN_SWIGLU at MMVQ sizes. One RMS_NORM_Q8_1
 // writes the q8_1 planes the experts read and after them the f32 rows the router reads (a VIEW),
-// instead of a norm kernel and a quantize kernel.
-bool fuse_prequant_moe(Context& ctx, const Graph& g, const Uses& u, Tensor* c) {
-  Tensor* x3 = c->src[0];
-  if (!c->src[5] || !x3 || x3->op != Op::RESHAPE || !u.single(x3)) return false;
-  Tensor* r = x3->src[0];
+// instead of a norm kernel and a quantize kernel. The router is the MUL_MAT whose logits the
+// experts' ids were picked from (ids = TOP_K(router x)); the norm has no other reader.
+bool fuse_prequant_moe(Context& ctx, const Uses& u, Tensor* c) {
+  Tensor *x3 = c->src[0], *ids = c->src[5];
+  if (!ids || ids->op != Op::TOP_K || !x3 || x3->op != Op::RESHAPE || !u.single(x3)) return false;
+  Tensor *r = x3->src[0], *router = ids->src[0];
   if (!r || r->op != Op::RMS_NORM || u(r) != 2 || !is_f32_matrix(r) || r->ne[0] % 32 != 0) return false;
-  Tensor* router = nullptr;
-  for (Tensor* t : g.nodes())
-    if (t != x3 && (t->src[0] == r || t->src[1] == r)) router = t;
   if (!router || router->op != Op::MUL_MAT || router->src[1] != r || router->src[0] == r) return false;
   const DType rt = router->src[0]->type;
   if (rt != DType::F32 && rt != DType::F16 && rt != DType::BF16) return false;
@@ -367,7 +365,7 @@ void rewrite_graph(Context& ctx, Graph& g) {
   {
     const Uses u(g);
     for (Tensor* t : g.nodes())
-      if (t->op == Op::QKV || t->op == Op::FFN_SWIGLU) more += fuse_prequant(ctx, u, t) || fuse_prequant_moe(ctx, g, u, t);
+      if (t->op == Op::QKV || t->op == Op::FFN_SWIGLU) more += fuse_prequant(ctx, u, t) || fuse_prequant_moe(ctx, u, t);
   }
   if (more) g.rebuild();
 }

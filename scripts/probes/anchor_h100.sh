@@ -7,8 +7,7 @@
 # the Qwen2.5-7B Q4_K_M batched decode (-npp 512 -ntg 128 -npl 1,4,16).
 set -o pipefail
 source "$(dirname "$0")/common.sh"
-llama=/tmp/llama
-bash .devb/anchor/build_llama_cpp.sh cuda $llama
+llama_start
 untar .dev/payload.tar.xz .dev
 vocab=/tmp/qwen-vocab.gguf
 unxz .dev/fixtures/tokenizer/qwen-vocab.gguf.xz $vocab
@@ -29,12 +28,10 @@ echo "mkmodel a3b $((SECONDS - t0)) s"
 make_7b $mk $vocab
 kernel_profile profile_a3b 60 40 .dev/bin/minfer-bench -m $a3b -p 0 -n 8 -r 1
 
-while [[ ! -f $llama/done ]] && left 470; do sleep 5; done
-echo "llama.cpp build: $(cat $llama/done 2>/dev/null || echo unfinished) at $((SECONDS - t0)) s"
-lb=$llama/build/bin
+llama_wait 470
 for i in 1 2; do
   table .dev minfer-bench -m $a3b --device cuda -p 512 -n 128 -r 3
-  [[ -x $lb/llama-bench ]] && $lb/llama-bench -m $a3b -fa 1 -ngl 99 -p 512 -n 128 -r 3 2>&1 | grep -E '^\| .*(pp|tg)'
+  llama_bench -m $a3b -p 512 -n 128 -r 3
 done
 echo "a3b $((SECONDS - t0)) s"
 table .dev minfer-batched-bench -m $m --device cuda -npp 512 -ntg 128 -npl 1,4,16

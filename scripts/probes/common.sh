@@ -69,3 +69,19 @@ make_7b() {
   [[ -f $m ]] || "$1" -q -o $m --shape qwen2.5-7b --type Q4_K_M --vocab "$2" > "$out/mkmodel.log" 2>&1
   echo "mkmodel $((SECONDS - t0)) s"
 }
+
+# llama_start: llama.cpp (../shared/anchor via .devb) building in the background into /tmp/llama,
+# unless a call before this one on the same warm machine started it; lb= its binaries.
+llama_start() {
+  [[ -d /tmp/llama ]] || bash .devb/anchor/build_llama_cpp.sh cuda /tmp/llama
+  lb=/tmp/llama/build/bin
+}
+
+# llama_wait S: waits for that build while fewer than S seconds have passed, then says how it went.
+llama_wait() {
+  while [[ ! -f /tmp/llama/done ]] && left "$1"; do sleep 5; done
+  echo "llama.cpp build: $(cat /tmp/llama/done 2>/dev/null || echo unfinished) at $((SECONDS - t0)) s"
+}
+
+# llama_bench ARGS...: llama-bench -fa 1 -ngl 99 ARGS, its pp/tg rows (nothing when not built).
+llama_bench() { [[ -x $lb/llama-bench ]] && "$lb/llama-bench" -fa 1 -ngl 99 "$@" 2>&1 | grep -E '^\| .*(pp|tg)'; }

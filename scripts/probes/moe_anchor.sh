@@ -7,8 +7,7 @@
 # where it stopped. TESTS=1 runs the MoE GPU tests first (while those two are being made).
 set -o pipefail
 source "$(dirname "$0")/common.sh"
-llama=/tmp/llama
-[[ -d $llama ]] || bash .devb/anchor/build_llama_cpp.sh cuda $llama
+llama_start
 untar .dev/payload.tar.xz .dev
 unxz .devq/base-bench.xz /tmp/base/bin/minfer-bench x
 vocab=/tmp/qwen-vocab.gguf
@@ -32,14 +31,12 @@ fi
 
 while [[ ! -f $a3b ]] && left ${MODEL_WAIT:-420}; do sleep 5; done
 echo "a3b48 model: $([[ -f $a3b ]] && echo ready || echo not yet) at $((SECONDS - t0)) s"
-while [[ ! -f $llama/done ]] && left ${MODEL_WAIT:-420}; do sleep 5; done
-echo "llama.cpp build: $(cat $llama/done 2>/dev/null || echo unfinished) at $((SECONDS - t0)) s"
+llama_wait ${MODEL_WAIT:-420}
 [[ -f $a3b ]] || exit 0
-lb=$llama/build/bin
 for i in 1 2; do
   left ${BENCH_LEFT:-480} || break
   table .dev minfer-bench -m $a3b --device cuda -p 512 -n 128 -r 3
   table /tmp/base minfer-bench -m $a3b --device cuda -p 512 -n 128 -r 3
-  [[ -x $lb/llama-bench ]] && $lb/llama-bench -m $a3b -fa 1 -ngl 99 -p 512 -n 128 -r 3 2>&1 | grep -E '^\| .*(pp|tg)'
+  llama_bench -m $a3b -p 512 -n 128 -r 3
 done
 echo "done $((SECONDS - t0)) s"
