@@ -7,8 +7,10 @@
 // the rotated q is the node's output. The decomposition in ops/lower.cpp spends up to 9 kernels on
 // the same work; the arithmetic here is the same, in the same order (bias, norm, rope, store).
 //
-// FFN_SWIGLU: gate|up as one matmul when adjacent (else two), SwiGLU, down. For decode (N <= 16,
-// an MMVQ down weight) the SwiGLU kernel writes the down projection's q8_1 activations directly.
+// FFN_SWIGLU: gate|up as one matmul when adjacent (else two), SwiGLU, down. For decode (a q8_1
+// down path) the SwiGLU kernel writes the down projection's q8_1 activations directly — or, when
+// gate|up runs on the f16 MMQ unsplit (a big Q4_K gate|up), that matmul's epilogue does
+// (mmq_f16_swiglu: the same bits, with one launch fewer and no f32 round trip).
 // With expert ids in src[5] (a MoE FFN's three MUL_MAT_IDs at decode sizes): the activations
 // quantized once for gate and up (or read from the norm that wrote them), gate and up in one
 // launch, each (token, slot) pair through its expert's rows (mmvq_id, as MUL_MAT_ID), the SwiGLU
@@ -26,10 +28,12 @@ namespace minfer::cuda {
 namespace {
 
 struct QkvArgs {
-  const float* q;  // matmul output rows: q/k/v head h of token t at base + t * stride + h * hd
-  const float* k;
-  const float* v;
-  int64_t q_stride, k_stride, v_stride;
+  // matmul output rows of q, k, v: head h of token t at base + t * stride + h * hd, summed over
+  // `splits` K-split slices `split_stride` floats apart (matmul_partial; one: the result)
+  const float* src[3];
+  int64_t stride[3];
+  int splits[3];
+  int64_t split_stride[3];
   const char* bias[3];  // optional bq, bk, bv (f32/f16, element stride bias_nb0)
   DType bias_type[3];
   int64_t bias_nb0[3];
@@ -72,13 +76,16 @@ __global__ void qkv_epilogue_kernel(QkvArgs a) {
   const int hd = a.hd;
   const int kind = hh < a.n_head ? 0 : hh < a.n_head + a.n_head_kv ? 1 : 2;  // q, k, v
   const int h = kind == 0 ? hh : kind == 1 ? hh - a.n_head : hh - a.n_head - a.n_head_kv;
-  const float* src = kind == 0 ? a.q + t * a.q_stride : kind == 1 ? a.k + t * a.k_stride : a.v + t * a.v_stride;
-  src += static_cast<int64_t>(h) * hd;
+  const float* src = a.src[kind] + t * a.stride[kind] + static_cast<int64_t>(h) * hd;
+  const int splits = a.splits[kind];
+  const int64_t ss_stride = a.split_stride[kind];
   const char* bias = a.bias[kind];
-  // Bias (per output row, broadcast over tokens), then the per-head RMSNorm of q and k.
+  // The K splits in split order (mmq_reduce's), the bias (per output row, broadcast over tokens),
+  // then the per-head RMSNorm of q and k.
   float ss = 0.0f;
   for (int e = threadIdx.x; e < hd; e += blockDim.x) {
     float v = src[e];
+    for (int z = 1; z < splits; ++z) v += src[z * ss_stride + e];
     if (bias) v += load_scalar(a.bias_type[kind], bias + (static_cast<int64_t>(h) * hd + e) * a.bias_nb0[kind]);
     row[e] = v;
     ss += v * v;
@@ -209,12 +216,13 @@ QkvPlan qkv_plan(const KernelContext& kc, const Tensor& node, const Tensor& x) {
   QkvPlan p{};
   p.qk_matmul = adjacent(&wq, &wk);
   p.one_matmul = p.qk_matmul && adjacent(&wk, &wv);
+  // Each matmul's workspace apart: it holds K-split slices until the epilogue adds them.
   if (p.qk_matmul) {
     p.wqkv = wq;
     p.wqkv.ne[1] = nq + nk + (p.one_matmul ? nv : 0);
-    p.sub = std::max(matmul_scratch(kc, p.wqkv, x), p.one_matmul ? size_t{0} : matmul_scratch(kc, wv, x));
+    p.sub = align256(matmul_scratch(kc, p.wqkv, x)) + (p.one_matmul ? size_t{0} : align256(matmul_scratch(kc, wv, x)));
   } else {
-    p.sub = std::max({matmul_scratch(kc, wq, x), matmul_scratch(kc, wk, x), matmul_scratch(kc, wv, x)});
+    p.sub = align256(matmul_scratch(kc, wq, x)) + align256(matmul_scratch(kc, wk, x)) + align256(matmul_scratch(kc, wv, x));
   }
   p.out_bytes = align256(static_cast<size_t>((nq + nk + nv) * N) * 4);
   return p;
@@ -269,33 +277,31 @@ void k_qkv(KernelContext& kc, Tensor& node) {
   const size_t saved = kc.scratch_offset;
   kc.scratch_offset += out_bytes;
   QkvArgs a{};
+  // Each projection into its rows of `out`; its workspace (and K-split slices, which the epilogue
+  // adds) after the previous one's.
+  auto project = [&](const Tensor& w, float* o) {
+    Tensor ot = f32_matrix(o, w.ne[1], N);
+    const MatmulSlices r = matmul_partial(kc, w, x, ot);
+    kc.scratch_offset += align256(matmul_scratch(kc, w, x));
+    return r;
+  };
+  auto take = [&](int kind, const MatmulSlices& r, int64_t row0, int64_t stride) {
+    a.src[kind] = r.data + row0;
+    a.stride[kind] = stride;
+    a.splits[kind] = r.splits;
+    a.split_stride[kind] = r.stride;
+  };
   if (plan.qk_matmul) {  // wq|wk, and wv with them when adjacent: one matmul of nf rows
     const int64_t nf = wqkv.ne[1];
-    Tensor o = f32_matrix(out, nf, N);
-    matmul(kc, wqkv, x, o);
-    a.q = out;
-    a.k = out + nq;
-    a.q_stride = a.k_stride = nf;
-    if (plan.one_matmul) {
-      a.v = out + nq + nk;
-      a.v_stride = nf;
-    } else {
-      Tensor ov = f32_matrix(out + nf * N, nv, N);
-      matmul(kc, wv, x, ov);
-      a.v = out + nf * N;
-      a.v_stride = nv;
-    }
+    const MatmulSlices r = project(wqkv, out);
+    take(0, r, 0, nf);
+    take(1, r, nq, nf);
+    if (plan.one_matmul) take(2, r, nq + nk, nf);
+    else take(2, project(wv, out + nf * N), 0, nv);
   } else {
-    Tensor oq = f32_matrix(out, nq, N), ok = f32_matrix(out + nq * N, nk, N), ov = f32_matrix(out + (nq + nk) * N, nv, N);
-    matmul(kc, wq, x, oq);
-    matmul(kc, wk, x, ok);
-    matmul(kc, wv, x, ov);
-    a.q = out;
-    a.k = out + nq * N;
-    a.v = out + (nq + nk) * N;
-    a.q_stride = nq;
-    a.k_stride = nk;
-    a.v_stride = nv;
+    take(0, project(wq, out), 0, nq);
+    take(1, project(wk, out + nq * N), 0, nk);
+    take(2, project(wv, out + (nq + nk) * N), 0, nv);
   }
   kc.scratch_offset = saved;
   kc.prequant_src = nullptr;
@@ -464,35 +470,43 @@ void k_ffn_swiglu(KernelContext& kc, Tensor& node) {
   // The residual belongs to the down projection only.
   const float* residual = node.src[4] ? static_cast<const float*>(node.src[4]->data) : nullptr;
   float* residual_out = residual ? static_cast<float*>(node.data) : nullptr;
-  TD g{}, u{};
-  if (fused) {
-    Tensor o = f32_matrix(gu, 2 * n_ff, N);
-    matmul(kc, wgu, x, o);
-    g = td(o);
-    g.ne[0] = n_ff;
-    u = g;
-    u.data += n_ff * 4;
+  const bool glu = q8 && fused && mmq_f16_swiglu_ok(kc, wgu, N);
+  const auto [qs, ds] = q8_planes(hbuf, N, n_ff);  // h's planes (q8)
+  if (glu) {
+    // gate|up, SwiGLU and h's q8_1 planes in one launch (mmq_f16_swiglu).
+    const Q8PlanesView xp = activation_planes(kc, x);
+    mmq_f16_swiglu(kc, wgu, xp.qs, xp.ds, N, qs, ds);
   } else {
-    Tensor og = f32_matrix(gu, n_ff, N), ou = f32_matrix(gu + n_ff * N, n_ff, N);
-    matmul(kc, wg, x, og);
-    matmul(kc, wu, x, ou);
-    g = td(og);
-    u = td(ou);
+    TD g{}, u{};
+    if (fused) {
+      Tensor o = f32_matrix(gu, 2 * n_ff, N);
+      matmul(kc, wgu, x, o);
+      g = td(o);
+      g.ne[0] = n_ff;
+      u = g;
+      u.data += n_ff * 4;
+    } else {
+      Tensor og = f32_matrix(gu, n_ff, N), ou = f32_matrix(gu + n_ff * N, n_ff, N);
+      matmul(kc, wg, x, og);
+      matmul(kc, wu, x, ou);
+      g = td(og);
+      u = td(ou);
+    }
+    if (!q8) {
+      kc.prequant_src = nullptr;
+      if (residual_out) throw std::logic_error(kc.where() + ": residual fusion without the q8 down path");
+      h.data = hbuf;
+      swiglu_f32(kc, g, u, reinterpret_cast<float*>(hbuf));
+      matmul(kc, wd, h, node);
+      kc.scratch_offset = saved;
+      return;
+    }
+    swiglu_q8_1(kc, g, u, qs, ds);
   }
   kc.prequant_src = nullptr;
-  if (q8) {
-    const auto [qs, ds] = q8_planes(hbuf, N, n_ff);
-    swiglu_q8_1(kc, g, u, qs, ds);
-    kc.scratch_offset = saved;
-    auto* part = mmq_scratch(kc, wd, N, 1) ? reinterpret_cast<float*>(hbuf + q8_bytes) : nullptr;
-    mmvq(kc, wd, qs, ds, N, 1, 1, residual_out ? residual_out : static_cast<float*>(node.data), residual, part);
-    return;
-  }
-  if (residual_out) throw std::logic_error(kc.where() + ": residual fusion without the q8 down path");
-  h.data = hbuf;
-  swiglu_f32(kc, g, u, reinterpret_cast<float*>(hbuf));
-  matmul(kc, wd, h, node);
   kc.scratch_offset = saved;
+  auto* part = mmq_scratch(kc, wd, N, 1) ? reinterpret_cast<float*>(hbuf + q8_bytes) : nullptr;
+  mmvq(kc, wd, qs, ds, N, 1, 1, residual_out ? residual_out : static_cast<float*>(node.data), residual, part);
 }
 
 }  // namespace minfer::cuda

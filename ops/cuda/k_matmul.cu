@@ -330,24 +330,47 @@ bool matmul_is_vec(const Tensor& a, int64_t n_cols) {
          (n_cols <= kMatvecMaxRows && (a.type == DType::F32 || a.type == DType::F16 || a.type == DType::BF16));
 }
 
+Q8PlanesView activation_planes(KernelContext& kc, const Tensor& b) {
+  if (kc.prequant_src == &b) return {kc.prequant_qs, kc.prequant_ds};
+  const int64_t K = b.ne[0], rows = b.ne[1] * b.ne[2] * b.ne[3];
+  const Q8Planes p = q8_planes(kc.scratch_bytes(q8_plane_bytes(rows, K)), rows, K);
+  quantize_q8_1(kc, td(b), b.type, p.qs, p.ds);
+  return {p.qs, p.ds};
+}
+
+namespace {
+
+// The q8_1 decode path of matmul(): x's planes, then mmvq() with its partial sums after them in
+// the workspace; returns the partial sums' slices when `reduce` is false.
+MatmulSlices matmul_q8(KernelContext& kc, const Tensor& a, const Tensor& b, float* out, bool reduce) {
+  const int64_t K = a.ne[0], M = a.ne[1], N = b.ne[1], B2 = b.ne[2], B3 = b.ne[3];
+  const size_t planes = kc.prequant_src == &b ? 0 : q8_plane_bytes(N * B2 * B3, K);
+  const size_t part_bytes = mmq_scratch(kc, a, N, B2 * B3);
+  char* s = static_cast<char*>(kc.scratch_bytes(planes + part_bytes));
+  const Q8PlanesView x = activation_planes(kc, b);
+  float* part = part_bytes ? reinterpret_cast<float*>(s + planes) : nullptr;
+  const int splits = mmvq(kc, a, x.qs, x.ds, N, B2, B3, out, kc.residual, part, reduce);
+  return splits == 1 ? MatmulSlices{out, 1, 0} : MatmulSlices{part, splits, N * B2 * B3 * M};
+}
+
+}  // namespace
+
+MatmulSlices matmul_partial(KernelContext& kc, const Tensor& a, const Tensor& b, Tensor& dst) {
+  if (kc.residual || kc.residual_out) throw std::logic_error(kc.where() + ": matmul_partial with a residual");
+  const int64_t M = a.ne[1], N = b.ne[1], B2 = b.ne[2], B3 = b.ne[3];
+  if (M > 0 && N > 0 && B2 > 0 && B3 > 0 && N <= q8_decode_rows(a.type))
+    return matmul_q8(kc, a, b, static_cast<float*>(dst.data), false);
+  matmul(kc, a, b, dst);
+  return {static_cast<const float*>(dst.data), 1, 0};
+}
+
 void matmul(KernelContext& kc, const Tensor& a, const Tensor& b, Tensor& dst) {
   const int64_t K = a.ne[0], M = a.ne[1], N = b.ne[1], B2 = b.ne[2], B3 = b.ne[3];
   if (M == 0 || N == 0 || B2 == 0 || B3 == 0) return;
   float* out = kc.residual_out ? kc.residual_out : static_cast<float*>(dst.data);
   const float* res = kc.residual;
   if (N <= q8_decode_rows(a.type)) {
-    const size_t part_bytes = mmq_scratch(kc, a, N, B2 * B3);
-    if (kc.prequant_src == &b) {
-      auto* part = part_bytes ? static_cast<float*>(kc.scratch_bytes(part_bytes)) : nullptr;
-      mmvq(kc, a, kc.prequant_qs, kc.prequant_ds, N, B2, B3, out, res, part);
-      return;
-    }
-    const int64_t rows = N * B2 * B3;
-    const size_t planes = q8_plane_bytes(rows, K);
-    char* s = static_cast<char*>(kc.scratch_bytes(planes + part_bytes));
-    const auto [qs, ds] = q8_planes(s, rows, K);
-    quantize_q8_1(kc, td(b), b.type, qs, ds);
-    mmvq(kc, a, qs, ds, N, B2, B3, out, res, part_bytes ? reinterpret_cast<float*>(s + planes) : nullptr);
+    matmul_q8(kc, a, b, out, true);
     return;
   }
   if (N <= kMatvecMaxRows && (a.type == DType::F32 || a.type == DType::F16 || a.type == DType::BF16)) {

@@ -446,8 +446,8 @@ void opt_in(const KernelContext& kc) {
 }
 
 template <DType T, int NT>
-void launch_nt(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2,
-               int64_t B3, float* dst, const float* residual, float* part) {
+int launch_nt(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2,
+              int64_t B3, float* dst, const float* residual, float* part, bool reduce) {
   const int64_t M = a.ne[1];
   const int U = static_cast<int>(a.ne[0] / 32);
   const int ks = k_splits(kc, M, U);
@@ -460,21 +460,23 @@ void launch_nt(KernelContext& kc, const Tensor& a, const int8_t* qs, const float
   mmq_kernel<T, NT, false><<<grid, 32 * kWarps, Smem<T, NT>::kBytes, kc.stream>>>(
       w, nb1, nb2, nb3, M, U, qs, ds, r2, r3, B2, static_cast<int>(N), dst, residual, part, MmqGroups{});
   kc.check_launch("mmq_kernel");
-  if (ks > 1) mmq_reduce(kc, part, ks, B2 * B3 * N * M, dst, residual);
+  if (ks == 1 || !reduce) return ks;
+  mmq_reduce(kc, part, ks, B2 * B3 * N * M, dst, residual);
+  return 1;
 }
 
 template <DType T>
-void launch_t(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2, int64_t B3,
-              float* dst, const float* residual, float* part) {
+int launch_t(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2, int64_t B3,
+             float* dst, const float* residual, float* part, bool reduce) {
   switch ((N + 7) / 8) {
-    case 1: return launch_nt<T, 1>(kc, a, qs, ds, N, B2, B3, dst, residual, part);
-    case 2: return launch_nt<T, 2>(kc, a, qs, ds, N, B2, B3, dst, residual, part);
-    case 3: return launch_nt<T, 3>(kc, a, qs, ds, N, B2, B3, dst, residual, part);
-    case 4: return launch_nt<T, 4>(kc, a, qs, ds, N, B2, B3, dst, residual, part);
-    case 5: return launch_nt<T, 5>(kc, a, qs, ds, N, B2, B3, dst, residual, part);
-    case 6: return launch_nt<T, 6>(kc, a, qs, ds, N, B2, B3, dst, residual, part);
-    case 7: return launch_nt<T, 7>(kc, a, qs, ds, N, B2, B3, dst, residual, part);
-    case 8: return launch_nt<T, 8>(kc, a, qs, ds, N, B2, B3, dst, residual, part);
+    case 1: return launch_nt<T, 1>(kc, a, qs, ds, N, B2, B3, dst, residual, part, reduce);
+    case 2: return launch_nt<T, 2>(kc, a, qs, ds, N, B2, B3, dst, residual, part, reduce);
+    case 3: return launch_nt<T, 3>(kc, a, qs, ds, N, B2, B3, dst, residual, part, reduce);
+    case 4: return launch_nt<T, 4>(kc, a, qs, ds, N, B2, B3, dst, residual, part, reduce);
+    case 5: return launch_nt<T, 5>(kc, a, qs, ds, N, B2, B3, dst, residual, part, reduce);
+    case 6: return launch_nt<T, 6>(kc, a, qs, ds, N, B2, B3, dst, residual, part, reduce);
+    case 7: return launch_nt<T, 7>(kc, a, qs, ds, N, B2, B3, dst, residual, part, reduce);
+    case 8: return launch_nt<T, 8>(kc, a, qs, ds, N, B2, B3, dst, residual, part, reduce);
     default: throw std::logic_error(kc.where() + ": mmq with N > kDecodeMaxRows");
   }
 }
@@ -556,12 +558,16 @@ bool mmq_f16_every_row(const Tensor& a) {
   return (gate_up || a.type == DType::Q6_K) && mmq_use_f16(a);
 }
 
-void mmq(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2, int64_t B3,
-         float* dst, const float* residual, float* part) {
-  if (mmq_use_f16(a)) return mmq_f16(kc, a, qs, ds, N, B2, B3, dst, residual, part);
+bool mmq_runs_f16(const Tensor& a, int64_t N) {
+  return N >= 1 && N <= kDecodeMaxRows && mmq_use_f16(a) && (N > kMmvqRows || mmq_f16_every_row(a));
+}
+
+int mmq(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2, int64_t B3,
+        float* dst, const float* residual, float* part, bool reduce) {
+  if (mmq_use_f16(a)) return mmq_f16(kc, a, qs, ds, N, B2, B3, dst, residual, part, reduce);
   switch (a.type) {
 #define MINFER_T(T) \
-  case DType::T: return launch_t<DType::T>(kc, a, qs, ds, N, B2, B3, dst, residual, part);
+  case DType::T: return launch_t<DType::T>(kc, a, qs, ds, N, B2, B3, dst, residual, part, reduce);
     MINFER_T(Q4_0) MINFER_T(Q4_1) MINFER_T(Q5_0) MINFER_T(Q5_1) MINFER_T(Q8_0)
     MINFER_T(Q4_K) MINFER_T(Q5_K) MINFER_T(Q6_K)
 #undef MINFER_T

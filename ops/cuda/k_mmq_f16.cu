@@ -54,6 +54,7 @@
 #include <cuda_fp16.h>
 
 #include "ops/cuda/cp_async.cuh"
+#include "ops/cuda/device.cuh"
 #include "ops/cuda/mma.cuh"
 #include "ops/cuda/kernels.cuh"
 
@@ -153,12 +154,18 @@ __device__ __forceinline__ int q6k_kappa(int j) { return (j & 8) | ((j & 1) << 2
 // chunks of K split blockIdx.z; see the header comment for the scheme. The sums go to dst (+
 // residual) when the grid does not split K (gridDim.z == 1), else to part[z] for mmq_reduce(), in
 // the int8 mmq_kernel's layout: [split][batch][n][m].
-template <int F, int NT>
+// GLU (one batch, K not split; M = 2 n_ff, n_ff % 32 == 0): the weight is gate|up and the block
+// takes gate rows [32 x, 32 x + 32) (warps 0, 1) and the up rows n_ff below them (warps 2, 3), so
+// it holds whole 32-row units of h = silu(gate) * up and writes them as the q8_1 planes of the
+// down projection (glu_qs [N][n_ff], glu_ds [N][n_ff / 32]) — each output element is the one the
+// plain launch computes, and h and its quantization are swiglu_q8_1's, so the bits are those of
+// the plain launch followed by swiglu_q8_1.
+template <int F, int NT, bool GLU>
 __global__ void __launch_bounds__(32 * kWarps) mmf16_kernel(const uint8_t* __restrict__ w_all, int64_t nb1, int64_t nb2,
                                                             int64_t nb3, int M, int U, const int8_t* __restrict__ qs_all,
                                                             const float2* __restrict__ ds_all, int64_t r2, int64_t r3,
                                                             int64_t B2, int N, float* dst_all, const float* residual,
-                                                            float* part) {
+                                                            float* part, int8_t* glu_qs, float2* glu_ds) {
   using C = Cfg<F, NT>;
   using FI = Fmt<F>;
   constexpr int NC = C::NC, ROWS = C::ROWS, THREADS = C::THREADS, S = C::S;
@@ -179,7 +186,10 @@ __global__ void __launch_bounds__(32 * kWarps) mmf16_kernel(const uint8_t* __res
   const uint8_t* const w = w_all + (i2 / r2) * nb2 + (i3 / r3) * nb3;
   const int8_t* const qs = qs_all + bz * N * K;
   const float2* const ds = ds_all + bz * N * U;
-  auto row_ptr = [&](int r) { return w + static_cast<int64_t>(min(m0 + r, M - 1)) * nb1; };
+  auto row_ptr = [&](int r) {
+    if constexpr (GLU) return w + (static_cast<int64_t>(r < 32 ? 0 : M / 2) + blockIdx.x * 32 + (r & 31)) * nb1;
+    else return w + static_cast<int64_t>(min(m0 + r, M - 1)) * nb1;
+  };
 
   // ---- weight staging: 8 threads per row (each warp instruction reads 128 contiguous bytes of 4
   // rows), pieces q and q + 8 of RPT rows per thread. Source pointers are kept (+16 q) and
@@ -487,6 +497,27 @@ __global__ void __launch_bounds__(32 * kWarps) mmf16_kernel(const uint8_t* __res
 
   // ---------------------------------------------------------------- epilogue
   // c[0], c[1]: row g, columns 2t, 2t + 1; c[2], c[3]: row g + 8.
+  if constexpr (GLU) {
+    // The 64 x NC sums through shared memory (the weight stages are free once every warp is past
+    // its last chunk), then one warp per column: lane l holds gate and up of row 32 x + l.
+    constexpr int P = NC + 1;  // odd pitch: a warp's column reads hit 32 banks
+    static_assert(64 * P * 4 <= C::W_BYTES, "the GLU epilogue reuses the weight stages");
+    float* hs = reinterpret_cast<float*>(smem);
+    __syncthreads();
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) hs[(i >= 2 ? rb : ra) * P + nt * 8 + 2 * t + (i & 1)] = acc[nt][i];
+    __syncthreads();
+    const int n_ff = M / 2;
+    for (int n = warp; n < N; n += kWarps) {
+      const float gv = hs[lane * P + n], uv = hs[(32 + lane) * P + n];
+      const float x = gv / (1.0f + expf(-gv)) * uv;
+      warp_quantize_q8_1(x, lane, glu_qs + static_cast<int64_t>(n) * n_ff + blockIdx.x * 32,
+                         glu_ds + static_cast<int64_t>(n) * (n_ff / 32) + blockIdx.x);
+    }
+    return;
+  }
   const bool split = gridDim.z > 1;
   const int64_t o0 = bz * N * static_cast<int64_t>(M);  // this batch's first output
   float* out = split ? part + static_cast<int64_t>(blockIdx.z) * gridDim.y * N * static_cast<int64_t>(M) : dst_all;
@@ -504,7 +535,11 @@ __global__ void __launch_bounds__(32 * kWarps) mmf16_kernel(const uint8_t* __res
 // K splits: enough blocks for four per SM when the weight has few row tiles (the f16 block is
 // lighter than mmq_kernel's, which aims at three), each split keeping at least two chunks to
 // pipeline. A function of the weight shape and the device only, never of N (batch invariance).
+// Tall weights (M >= 16384: gate|up, LM heads) are never split: splitting the 7B gate|up cost
+// 35.6 -> 44.0 us at one row (docs/perf/2026-12-06-decode-launches.md), and an unsplit gate|up
+// takes the SwiGLU epilogue (mmq_f16_swiglu) instead of a reduce and a SwiGLU launch.
 int mmf16_k_splits(const KernelContext& kc, int64_t M, int U) {
+  if (M >= 16384) return 1;
   constexpr int64_t kTargetPerSm = 4;
   const int64_t blocks = ceil_div(M, int64_t{16 * kWarps});
   const int64_t chunks = U / kUnits;
@@ -513,18 +548,21 @@ int mmf16_k_splits(const KernelContext& kc, int64_t M, int U) {
 }
 
 // Past 48 KiB a kernel must ask for its dynamic shared memory, once per instantiation.
-template <int F, int NT>
+template <int F, int NT, bool GLU>
 void opt_in(const KernelContext& kc) {
   constexpr int kSmem = Cfg<F, NT>::SMEM;
   static const bool ok = [] {
-    return cudaFuncSetAttribute(mmf16_kernel<F, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) == cudaSuccess;
+    return cudaFuncSetAttribute(mmf16_kernel<F, NT, GLU>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) ==
+           cudaSuccess;
   }();
   if (!ok) throw OpError(kc.where() + ": mmf16_kernel cannot have " + std::to_string(kSmem) + " bytes of shared memory");
 }
 
-template <int F, int NT>
-void launch_nt(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2,
-               int64_t B3, float* dst, const float* residual, float* part) {
+// GLU launches (glu_qs set) come from mmq_f16_swiglu(), which checks their conditions.
+template <int F, int NT, bool GLU>
+int launch_nt(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2,
+              int64_t B3, float* dst, const float* residual, float* part, bool reduce, int8_t* glu_qs,
+              float2* glu_ds) {
   using C = Cfg<F, NT>;
   const int64_t M = a.ne[1];
   const int U = static_cast<int>(a.ne[0] / 32);
@@ -533,13 +571,15 @@ void launch_nt(KernelContext& kc, const Tensor& a, const int8_t* qs, const float
   const dim3 grid(static_cast<unsigned>(ceil_div(M, int64_t{C::ROWS})), static_cast<unsigned>(B2 * B3),
                   static_cast<unsigned>(ks));
   const int64_t r2 = B2 / a.ne[2], r3 = B3 / a.ne[3];
-  opt_in<F, NT>(kc);
-  mmf16_kernel<F, NT><<<grid, C::THREADS, C::SMEM, kc.stream>>>(
+  opt_in<F, NT, GLU>(kc);
+  mmf16_kernel<F, NT, GLU><<<grid, C::THREADS, C::SMEM, kc.stream>>>(
       static_cast<const uint8_t*>(a.data), static_cast<int64_t>(a.nb[1]), static_cast<int64_t>(a.nb[2]),
       static_cast<int64_t>(a.nb[3]), static_cast<int>(M), U, qs, ds, r2, r3, B2, static_cast<int>(N), dst, residual,
-      part);
+      part, glu_qs, glu_ds);
   kc.check_launch("mmf16_kernel");
-  if (ks > 1) mmq_reduce(kc, part, ks, B2 * B3 * N * M, dst, residual);
+  if (ks == 1 || !reduce) return ks;
+  mmq_reduce(kc, part, ks, B2 * B3 * N * M, dst, residual);
+  return 1;
 }
 
 // Tiles of 8, 16, 32 or 64 columns: four instantiations per format instead of eight (columns
@@ -547,13 +587,14 @@ void launch_nt(KernelContext& kc, const Tensor& a, const int8_t* qs, const float
 // activation traffic of one to eight rows, which mmvq() sends here for some weights
 // (mmq_f16_every_row): 4-20 % faster there than the 16-column tile (docs/perf/2026-12-06-mmf16-tiles.md).
 // The choice does not change a column's bits.
-template <int F>
-void launch_f(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2, int64_t B3,
-              float* dst, const float* residual, float* part) {
-  if (N <= 8) return launch_nt<F, 1>(kc, a, qs, ds, N, B2, B3, dst, residual, part);
-  if (N <= 16) return launch_nt<F, 2>(kc, a, qs, ds, N, B2, B3, dst, residual, part);
-  if (N <= 32) return launch_nt<F, 4>(kc, a, qs, ds, N, B2, B3, dst, residual, part);
-  if (N <= kDecodeMaxRows) return launch_nt<F, 8>(kc, a, qs, ds, N, B2, B3, dst, residual, part);
+template <int F, bool GLU = false>
+int launch_f(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2, int64_t B3,
+             float* dst, const float* residual, float* part, bool reduce, int8_t* glu_qs = nullptr,
+             float2* glu_ds = nullptr) {
+  if (N <= 8) return launch_nt<F, 1, GLU>(kc, a, qs, ds, N, B2, B3, dst, residual, part, reduce, glu_qs, glu_ds);
+  if (N <= 16) return launch_nt<F, 2, GLU>(kc, a, qs, ds, N, B2, B3, dst, residual, part, reduce, glu_qs, glu_ds);
+  if (N <= 32) return launch_nt<F, 4, GLU>(kc, a, qs, ds, N, B2, B3, dst, residual, part, reduce, glu_qs, glu_ds);
+  if (N <= kDecodeMaxRows) return launch_nt<F, 8, GLU>(kc, a, qs, ds, N, B2, B3, dst, residual, part, reduce, glu_qs, glu_ds);
   throw std::logic_error(kc.where() + ": mmq (f16) with N > kDecodeMaxRows");
 }
 
@@ -575,11 +616,23 @@ size_t mmq_f16_scratch(const KernelContext& kc, const Tensor& a, int64_t N, int6
   return ks > 1 ? static_cast<size_t>(ks) * static_cast<size_t>(batches * N * a.ne[1]) * 4 : 0;
 }
 
-void mmq_f16(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2, int64_t B3,
-             float* dst, const float* residual, float* part) {
+int mmq_f16(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2, int64_t B3,
+            float* dst, const float* residual, float* part, bool reduce) {
   if (!mmq_f16_supported(a)) throw std::logic_error(kc.where() + ": mmq_f16 on an unsupported weight");
-  if (a.type == DType::Q4_K) return launch_f<kQ4K>(kc, a, qs, ds, N, B2, B3, dst, residual, part);
-  return launch_f<kQ6K>(kc, a, qs, ds, N, B2, B3, dst, residual, part);
+  if (a.type == DType::Q4_K) return launch_f<kQ4K>(kc, a, qs, ds, N, B2, B3, dst, residual, part, reduce);
+  return launch_f<kQ6K>(kc, a, qs, ds, N, B2, B3, dst, residual, part, reduce);
+}
+
+bool mmq_f16_swiglu_ok(const KernelContext& kc, const Tensor& wgu, int64_t N) {
+  return wgu.ne[2] == 1 && wgu.ne[3] == 1 && wgu.ne[1] % 64 == 0 && wgu.ne[1] <= INT32_MAX &&
+         mmq_runs_f16(wgu, N) && mmf16_k_splits(kc, wgu.ne[1], static_cast<int>(wgu.ne[0] / 32)) == 1;
+}
+
+void mmq_f16_swiglu(KernelContext& kc, const Tensor& wgu, const int8_t* qs, const float2* ds, int64_t N, int8_t* hq,
+                    float2* hd) {
+  if (!mmq_f16_swiglu_ok(kc, wgu, N)) throw std::logic_error(kc.where() + ": mmq_f16_swiglu on an unsupported weight");
+  if (wgu.type == DType::Q4_K) launch_f<kQ4K, true>(kc, wgu, qs, ds, N, 1, 1, nullptr, nullptr, nullptr, true, hq, hd);
+  else launch_f<kQ6K, true>(kc, wgu, qs, ds, N, 1, 1, nullptr, nullptr, nullptr, true, hq, hd);
 }
 
 }  // namespace minfer::cuda

@@ -137,9 +137,12 @@ void swiglu_f32(KernelContext& kc, const TD& g, const TD& u, float* h);
 /// B2, B3, from q8_1 activation planes: the dp4a MMVQ up to kMmvqRows rows (kMatvecMaxRows for
 /// weight types MMQ lacks), the tensor-core MMQ above (N <= kDecodeMaxRows) — and at every N for
 /// the weights of mmq_f16_every_row().
-/// `part`: scratch of mmq_scratch() bytes (nullptr when that is 0).
-void mmvq(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2,
-          int64_t B3, float* dst, const float* residual, float* part);
+/// `part`: scratch of mmq_scratch() bytes (nullptr when that is 0). Returns 1, or with `reduce`
+/// false the number of K splits whose partial sums a split launch left in `part` ([split][batch]
+/// [n][m], N * M * B2 * B3 floats a split; dst untouched), for the caller to add in split order as
+/// mmq_reduce() does (the same bits).
+int mmvq(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2,
+         int64_t B3, float* dst, const float* residual, float* part, bool reduce = true);
 /// MUL_MAT_ID's expert matvec: dst[(j + k t) M + m] = dot(row m of expert ids[j, t] of `as`, q8_1
 /// activation row j % n_act + n_act t) for every slot j < k = ids.ne[0] and token t < ids.ne[1],
 /// each pair as mmvq() with N = 1 computes it. A bad id is reported (kErrMulMatIdId), its outputs NaN.
@@ -150,8 +153,9 @@ void mmvq_id(KernelContext& kc, const Tensor& as, const Tensor& ids, const int8_
              float* dst, const Tensor* as2 = nullptr, float* dst2 = nullptr);
 /// True when `type` has a tensor-core MMQ kernel (k_mmq.cu).
 bool mmq_supported(DType type);
-void mmq(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2, int64_t B3,
-         float* dst, const float* residual, float* part);
+/// mmvq()'s MMQ half (same contract, `reduce` and result included).
+int mmq(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2, int64_t B3,
+        float* dst, const float* residual, float* part, bool reduce = true);
 /// MUL_MAT_ID's prefill plan, written on the device by k_moe.cu's plan kernel: the (token, slot)
 /// pairs s = j + k t grouped by expert and cut into tiles of at most kGroupTile pairs of one expert.
 struct MmqGroups {
@@ -186,11 +190,45 @@ size_t mmq_f16_scratch(const KernelContext& kc, const Tensor& a, int64_t N, int6
 /// ffn_down, an LM head), where that kernel beats the dp4a MMVQ at one row and costs a fraction of
 /// it at 4..8 (docs/perf/2026-12-06-mmf16-tiles.md). Their rows are batch-invariant at any N <= 64.
 bool mmq_f16_every_row(const Tensor& a);
-void mmq_f16(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2, int64_t B3,
-             float* dst, const float* residual, float* part);
+/// Whether mmvq() at N activation rows runs weight `a` on the f16 MMQ (every_row, or N > kMmvqRows).
+bool mmq_runs_f16(const Tensor& a, int64_t N);
+int mmq_f16(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2, int64_t B3,
+            float* dst, const float* residual, float* part, bool reduce = true);
+/// Whether mmq_f16_swiglu() takes gate|up weight `wgu` [K, 2 n_ff] at N rows: mmvq() would run it
+/// on the f16 MMQ without a K split, one batch, n_ff % 32 == 0.
+bool mmq_f16_swiglu_ok(const KernelContext& kc, const Tensor& wgu, int64_t N);
+/// h = silu(gate) * up of the gate|up projection (gate = rows [0, n_ff), up = rows [n_ff, 2 n_ff)
+/// of `wgu`) from x's q8_1 planes (qs, ds: N rows of K), written as h's q8_1 planes (hq [N][n_ff],
+/// hd [N][n_ff / 32]) by the matmul's epilogue: bit for bit mmvq() into f32 followed by
+/// swiglu_q8_1(), without the f32 round trip and the second launch. Throws std::logic_error
+/// unless mmq_f16_swiglu_ok().
+void mmq_f16_swiglu(KernelContext& kc, const Tensor& wgu, const int8_t* qs, const float2* ds, int64_t N, int8_t* hq,
+                    float2* hd);
 /// The most activation rows a q8_1 decode matmul of weight `type` takes: kDecodeMaxRows with
 /// MMQ, kMatvecMaxRows with MMVQ only, 0 without either.
 int64_t q8_decode_rows(DType type);
+
+/// The q8_1 planes of activations b ([K, rows] with rows = ne[1] ne[2] ne[3]): the
+/// RMS_NORM_Q8_1's when b is kc.prequant_src (fused_activations), else b quantized into the
+/// workspace at kc.scratch_offset (q8_plane_bytes(rows, K) bytes, which the caller keeps).
+struct Q8PlanesView {
+  const int8_t* qs;
+  const float2* ds;
+};
+Q8PlanesView activation_planes(KernelContext& kc, const Tensor& b);
+/// A matmul's f32 result as matmul_partial() leaves it: `splits` slices of `stride` floats from
+/// `data`; element i is data[i] + data[stride + i] + ... added in slice order (one slice: the
+/// result itself).
+struct MatmulSlices {
+  const float* data;
+  int splits;
+  int64_t stride;
+};
+/// matmul(kc, a, b, dst) without its K-split reduction, for a consumer that adds the slices while
+/// it reads them (the same bits as matmul). No residual (kc.residual must be unset). The slices
+/// live in the call's workspace: the caller keeps kc.scratch_offset past them until it has read
+/// them (matmul_scratch() bytes from the offset at the call).
+MatmulSlices matmul_partial(KernelContext& kc, const Tensor& a, const Tensor& b, Tensor& dst);
 
 /// Whether matmul(kc, a, b, ...) runs a decode kernel (q8_decode_rows, or the float matvec up to
 /// kMatvecMaxRows) that can add a residual in

@@ -5,7 +5,8 @@
 //   verify (7) and prefill (33) sizes with a past, and scaled RoPE (YaRN, frequency factors) at
 //   positions up to ~32k; checked through attention over the caches QKV wrote (which reads back
 //   every stored K/V row);
-// - the SwiGLU MLP -> FFN_SWIGLU;
+// - the SwiGLU MLP -> FFN_SWIGLU, and with a big Q4_K gate|up its SwiGLU epilogue (bit for bit
+//   against the basic ops on CUDA);
 // - a whole decoder layer: RMS_NORM -> RMS_NORM_Q8_1 feeding QKV / FFN_SWIGLU, and the residual
 //   ADDs folded into MUL_MAT_ADD / FFN_SWIGLU at decode sizes;
 // - the residual added by MMQ's f16 kernel (big Q4_K / Q6_K weights);
@@ -55,11 +56,13 @@ struct QkvCase {
   DType wt, cache;
   int64_t T, past;
   int scaling = 0;  // RoPE: 0 plain, 1 YaRN (Qwen2.5's), 2 YaRN with Llama 3 style frequency factors
+  int64_t n_embd = 256;  // 4096 / 8192: the decode matmuls split K (the epilogue adds the slices)
 };
 
 void check_qkv(const QkvCase& c) {
   // Long positions need a cache that holds them: blocks of 16 cells.
-  const int64_t n_embd = 256, hd = 64, n_head = 4, n_kv = 2, n_ctx = std::max<int64_t>(96, (c.past + c.T + 15) / 16 * 16);
+  const int64_t n_embd = c.n_embd, hd = 64, n_head = 4, n_kv = 2;
+  const int64_t n_ctx = std::max<int64_t>(96, (c.past + c.T + 15) / 16 * 16);
   // One sequence whose blocks of 16 cells run backwards through the cache.
   const InitFn init = named_init([&](Tensor& leaf) {
     if (leaf.name == "rope_freqs") {
@@ -136,9 +139,9 @@ void check_qkv(const QkvCase& c) {
                      : dtype_is_quantized(c.wt) || c.cache == DType::Q8_0 ? 5e-4
                      : c.cache == DType::F16 ? 2e-6
                                              : 1e-8;
-  const std::string what = fmt::format("qkv adjacent={} bias={} norm={} w={} cache={} T={} past={} rope scaling={}",
-                                       c.adjacent, c.bias, c.qk_norm, dtype_name(c.wt), dtype_name(c.cache), c.T,
-                                       c.past, c.scaling);
+  const std::string what =
+      fmt::format("qkv adjacent={} bias={} norm={} w={} cache={} T={} past={} rope scaling={} n_embd={}", c.adjacent,
+                  c.bias, c.qk_norm, dtype_name(c.wt), dtype_name(c.cache), c.T, c.past, c.scaling, c.n_embd);
   const FusedCount f = compare_fused(build, init, tol, what);
   EXPECT_EQ(f.count(Op::QKV) ? f.at(Op::QKV) : 0, 1) << what << ": fused " << show(f);
 }
@@ -157,6 +160,14 @@ TEST(CudaFusedQkv, RewriteMatchesTheBasicOps) {
   for (int scaling : {1, 2})
     for (int64_t past : {int64_t{5}, int64_t{32700}})
       for (int64_t T : {1, 33}) check_qkv({true, scaling == 1, scaling == 2, DType::F16, DType::F32, T, past, scaling});
+  // K split into slices that the epilogue adds: the int8 MMQ (K = 4096) and the f16 one (K = 8192),
+  // one, two (wq|wk and wv) and three matmuls, at MMQ batch sizes; T = 4 stays unsplit (MMVQ).
+  for (int64_t n_embd : {4096, 8192})
+    for (DType wt : {DType::Q4_K, DType::Q6_K})
+      for (int64_t T : {4, 16, 40}) {
+        check_qkv({true, true, false, wt, DType::F16, T, 9, 0, n_embd});
+        check_qkv({false, false, true, wt, DType::Q8_0, T, 9, 0, n_embd});
+      }
 }
 
 TEST(CudaFusedFfn, RewriteMatchesTheBasicOps) {
@@ -185,6 +196,61 @@ TEST(CudaFusedFfn, RewriteMatchesTheBasicOps) {
             named_init(), dtype_is_quantized(wt) ? 1e-3 : 1e-8, what);
         EXPECT_EQ(f.count(Op::FFN_SWIGLU) ? f.at(Op::FFN_SWIGLU) : 0, 1) << what << ": fused " << show(f);
       }
+}
+
+// A big Q4_K gate|up (M = 2 n_ff >= 16384: the f16 MMQ at every row, K not split) takes SwiGLU and
+// the down projection's q8_1 quantization into its epilogue (mmq_f16_swiglu): the fused FFN must
+// give the bits of the basic ops on the same device (one gate|up matmul, swiglu, down), with and
+// without the residual, at one row, MMVQ-range rows, the 16-column tile and past it.
+TEST(CudaFusedFfn, SwigluEpilogueKeepsTheBasicOpsBits) {
+  MINFER_REQUIRE_GPU();
+  static CudaBackend unfused(0, CudaOptions{.fusion = false});
+  const int64_t n_embd = 512, n_ff = 8192;
+  for (DType wdt : {DType::Q6_K, DType::Q4_K})
+    for (bool residual : {false, true})
+      for (int64_t T : {1, 4, 8, 9, 16, 33}) {
+        const std::string what = fmt::format("ffn n_ff={} down={} residual={} T={}", n_ff, dtype_name(wdt), residual, T);
+        auto build = [&](Context& ctx) {
+          Tensor* x = ctx.new_tensor(DType::F32, {n_embd, T}, "x");
+          Tensor* gu = ctx.new_tensor(DType::Q4_K, {n_embd, 2 * n_ff}, "w_gate_up");
+          models::SwiGluFfn ffn;
+          ffn.gate = slice(ctx, gu, 1, 0, n_ff);
+          ffn.up = slice(ctx, gu, 1, n_ff, n_ff);
+          ffn.down = ctx.new_tensor(wdt, {n_ff, n_embd}, "w_down");
+          Tensor* y = ffn.forward(ctx, x);
+          return residual ? models::residual_add(ctx, x, y) : y;
+        };
+        LeafData a(named_init()), b(named_init());
+        const auto fused = run_op(*gpu(), build, a);
+        const auto basic = run_op(unfused, build, b);
+        int n_ffn = 0;
+        for (const Tensor* n : fused.graph.nodes()) n_ffn += n->op == Op::FFN_SWIGLU;
+        EXPECT_EQ(n_ffn, 1) << what;
+        ASSERT_EQ(fused.values.size(), basic.values.size());
+        for (size_t i = 0; i < fused.values.size(); ++i) {
+          ASSERT_TRUE(std::isfinite(fused.values[i])) << what << " [" << i << "]";
+          ASSERT_EQ(fused.values[i], basic.values[i]) << what << " [" << i << "]: fused vs basic ops";
+        }
+      }
+  // Behind the post-attention norm the epilogue reads the RMS_NORM_Q8_1's planes (their own
+  // rounding: against the CPU, within the quantized-FFN bound).
+  for (int64_t T : {1, 16}) {
+    const std::string what = fmt::format("norm + ffn n_ff={} T={}", n_ff, T);
+    const FusedCount f = compare_fused(
+        [&](Context& ctx) {
+          Tensor* x = ctx.new_tensor(DType::F32, {n_embd, T}, "x");
+          Tensor* gu = ctx.new_tensor(DType::Q4_K, {n_embd, 2 * n_ff}, "w_gate_up");
+          models::SwiGluFfn ffn;
+          ffn.gate = slice(ctx, gu, 1, 0, n_ff);
+          ffn.up = slice(ctx, gu, 1, n_ff, n_ff);
+          ffn.down = ctx.new_tensor(DType::Q6_K, {n_ff, n_embd}, "w_down");
+          const models::RmsNorm norm{ctx.new_tensor(DType::F32, {n_embd}, "ffn_norm"), 1e-6f};
+          return models::residual_add(ctx, x, ffn.forward(ctx, norm.forward(ctx, x)));
+        },
+        named_init(), 1e-3, what);
+    EXPECT_EQ(f.count(Op::RMS_NORM_Q8_1) ? f.at(Op::RMS_NORM_Q8_1) : 0, 1) << what << ": fused " << show(f);
+    EXPECT_EQ(f.count(Op::FFN_SWIGLU) ? f.at(Op::FFN_SWIGLU) : 0, 1) << what << ": fused " << show(f);
+  }
 }
 
 // A whole decoder layer (the Qwen2/Qwen3 block) through every rewrite at decode sizes: RMS_NORM ->
@@ -242,8 +308,10 @@ TEST(CudaFusedLayer, DecoderLayerThroughEveryRewrite) {
         x = models::residual_add(ctx, x, ops::mul_mat(ctx, att.wo, a));
         hn = ops::rms_norm(ctx, x, 1e-6f, ctx.new_tensor(norm_t, {n_embd}, "ffn_norm"));
         Tensor* gu = ctx.new_tensor(DType::Q4_K, {n_embd, 2 * n_ff}, "w_gate_up");
-        models::SwiGluFfn ffn{slice(ctx, gu, 1, 0, n_ff), slice(ctx, gu, 1, n_ff, n_ff),
-                              ctx.new_tensor(DType::Q6_K, {n_ff, n_embd}, "w_down")};
+        models::SwiGluFfn ffn;
+        ffn.gate = slice(ctx, gu, 1, 0, n_ff);
+        ffn.up = slice(ctx, gu, 1, n_ff, n_ff);
+        ffn.down = ctx.new_tensor(DType::Q6_K, {n_ff, n_embd}, "w_down");
         return models::residual_add(ctx, x, ffn.forward(ctx, hn));
       };
       const std::string what = fmt::format("decoder layer qwen3={} T={}", qwen3, T);
