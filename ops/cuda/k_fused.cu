@@ -84,8 +84,7 @@ __global__ void qkv_epilogue_kernel(QkvArgs a) {
   // then the per-head RMSNorm of q and k.
   float ss = 0.0f;
   for (int e = threadIdx.x; e < hd; e += blockDim.x) {
-    float v = src[e];
-    for (int z = 1; z < splits; ++z) v += src[z * ss_stride + e];
+    float v = split_sum(src + e, splits, ss_stride);
     if (bias) v += load_scalar(a.bias_type[kind], bias + (static_cast<int64_t>(h) * hd + e) * a.bias_nb0[kind]);
     row[e] = v;
     ss += v * v;

@@ -34,6 +34,7 @@
 #include <string>
 
 #include "ops/cuda/cp_async.cuh"
+#include "ops/cuda/device.cuh"
 #include "ops/cuda/kernels.cuh"
 #include "ops/cuda/quant_device.cuh"
 
@@ -419,8 +420,7 @@ __global__ void __launch_bounds__(32 * kWarps) mmq_kernel(const uint8_t* w, int6
 __global__ void mmq_reduce_kernel(const float* part, int n_split, int64_t n, float* dst, const float* residual) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  float v = part[i];
-  for (int z = 1; z < n_split; ++z) v += part[z * n + i];
+  const float v = split_sum(part + i, n_split, n);
   dst[i] = residual ? residual[i] + v : v;
 }
 
@@ -431,7 +431,7 @@ int k_splits(const KernelContext& kc, int64_t M, int U) {
   const int64_t blocks = ceil_div(M, kBlockRows);
   const int64_t chunks = ceil_div(U, kChunkUnits);
   const int64_t want = ceil_div(3 * static_cast<int64_t>(kc.prop->multiProcessorCount), blocks);
-  return static_cast<int>(std::clamp<int64_t>(want, 1, std::max<int64_t>(1, std::min<int64_t>(chunks / 2, 16))));
+  return static_cast<int>(std::clamp<int64_t>(want, 1, std::max<int64_t>(1, std::min<int64_t>(chunks / 2, kMaxKSplits))));
 }
 
 // Past 48 KiB a kernel must ask for its dynamic shared memory, once per instantiation.
@@ -518,6 +518,7 @@ bool mmq_use_f16(const Tensor& a) { return mmq_use_f16_shape(a) && mmq_f16_suppo
 }  // namespace
 
 void mmq_reduce(KernelContext& kc, const float* part, int n_split, int64_t n, float* dst, const float* residual) {
+  if (n_split > kMaxKSplits) throw std::logic_error(kc.where() + ": mmq_reduce over more than kMaxKSplits slices");
   mmq_reduce_kernel<<<static_cast<unsigned>(ceil_div(n, 256)), 256, 0, kc.stream>>>(part, n_split, n, dst, residual);
   kc.check_launch("mmq_reduce_kernel");
 }

@@ -2,7 +2,8 @@
 # One device call (carry [".devq"]: payload.tar.xz = the new build, base-payload.tar.xz = the base,
 # qwen-vocab.gguf.xz): the GPU tests of the fused paths on the new build, then new and base in
 # turn (ROUNDS, default 2) on a Qwen2.5-7B-shaped and a Llama-3.1-8B-shaped Q4_K_M made here:
-# batched decode S_TG at B = 1/4/16 (7B), pp512 + tg128 (both models).
+# batched decode S_TG at B = 1/4/16 (7B), pp512 + tg128 (both models); NCU=1 adds one B = 1 decode
+# step of each shape under ncu (ncu_llama_qwen.sh).
 set -o pipefail
 source "$(dirname "$0")/common.sh"
 unpack_ab
@@ -24,4 +25,5 @@ for r in $(seq 1 "${ROUNDS:-2}"); do
     table $side minfer-bench -m $l8 --device cuda -p 512 -n 128 -r 2
   done
 done
+[[ -n ${NCU:-} ]] && source "$(dirname "$0")/ncu_llama_qwen.sh"
 echo "done $((SECONDS - t0)) s"

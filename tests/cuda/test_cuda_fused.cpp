@@ -205,10 +205,11 @@ TEST(CudaFusedFfn, RewriteMatchesTheBasicOps) {
 TEST(CudaFusedFfn, SwigluEpilogueKeepsTheBasicOpsBits) {
   MINFER_REQUIRE_GPU();
   static CudaBackend unfused(0, CudaOptions{.fusion = false});
-  const int64_t n_embd = 512, n_ff = 8192;
+  const int64_t n_embd = 256, n_ff = 8192;
   for (DType wdt : {DType::Q6_K, DType::Q4_K})
     for (bool residual : {false, true})
-      for (int64_t T : {1, 4, 8, 9, 16, 33}) {
+      for (int64_t T : {1, 8, 9, 16, 33}) {
+        if (wdt == DType::Q4_K && !residual) continue;  // the Q4_K down's MMVQ/MMQ paths: once
         const std::string what = fmt::format("ffn n_ff={} down={} residual={} T={}", n_ff, dtype_name(wdt), residual, T);
         auto build = [&](Context& ctx) {
           Tensor* x = ctx.new_tensor(DType::F32, {n_embd, T}, "x");
