@@ -424,13 +424,15 @@ __global__ void mmq_reduce_kernel(const float* part, int n_split, int64_t n, flo
   dst[i] = residual ? residual[i] + v : v;
 }
 
-// K splits: enough blocks for three per SM when the weight has few rows (attention projections,
+// K splits: enough blocks for four per SM when the weight has few rows (attention projections,
 // ffn_down), each split keeping at least two chunks to pipeline. A function of the weight shape and
-// the device only, never of N (batch invariance).
+// the device only, never of N (batch invariance). Four rather than three: the 7B's 4608-row
+// q|k|v at 16 rows took 13.4 us with 6 splits and 11.8 with 7, the 3584-row attn_output 10.1 with
+// 7 either way (docs/perf/2026-12-06-decode-launches.md); QKV adds its slices in its epilogue.
 int k_splits(const KernelContext& kc, int64_t M, int U) {
   const int64_t blocks = ceil_div(M, kBlockRows);
   const int64_t chunks = ceil_div(U, kChunkUnits);
-  const int64_t want = ceil_div(3 * static_cast<int64_t>(kc.prop->multiProcessorCount), blocks);
+  const int64_t want = ceil_div(4 * static_cast<int64_t>(kc.prop->multiProcessorCount), blocks);
   return static_cast<int>(std::clamp<int64_t>(want, 1, std::max<int64_t>(1, std::min<int64_t>(chunks / 2, kMaxKSplits))));
 }
 
