@@ -19,7 +19,7 @@ m=/tmp/7b.gguf
 echo "models $((SECONDS - t0)) s"
 for r in $(seq 1 "${ROUNDS:-2}"); do
   for side in /tmp/new /tmp/base; do
-    left 540 || break 2
+    left ${LIMIT:-540} || break 2
     table $side minfer-batched-bench -m $m --device cuda -npp 512 -ntg 128 -npl ${NPL:-1,4,16}
     table $side minfer-bench -m $m --device cuda -p 512 -n 128 -r 2
     table $side minfer-bench -m $l8 --device cuda -p 512 -n 128 -r 2
