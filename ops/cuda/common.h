@@ -16,10 +16,6 @@ namespace minfer::cuda {
 
 class NcclCollective;
 
-/// The most K splits a decode MMQ launch takes (k_splits, mmf16_k_splits): the slices a consumer
-/// adds (split_sum) fit its registers.
-constexpr int kMaxKSplits = 16;
-
 /// Throws std::runtime_error "<what>: <call> failed: <cuda error> (<file>:<line>)".
 [[noreturn]] void throw_cuda_error(cudaError_t e, const char* call, const char* file, int line, const std::string& what);
 [[noreturn]] void throw_cublas_error(cublasStatus_t s, const char* call, const char* file, int line,

@@ -70,20 +70,6 @@ __device__ __forceinline__ void warp_quantize_q8_1(float x, int lane, int8_t* q,
   if (lane == 0) *ds = make_float2(d, d * sum);
 }
 
-/// p[0] + p[stride] + ... + p[(n - 1) * stride] added in that order (a K-split matmul's slices,
-/// n <= kMaxKSplits): every load is issued before the first add, so the n loads cost one memory
-/// latency instead of n (a loop of dependent adds waits for each load in turn).
-__device__ __forceinline__ float split_sum(const float* p, int n, int64_t stride) {
-  float s[kMaxKSplits];
-#pragma unroll
-  for (int z = 0; z < kMaxKSplits; ++z) s[z] = z < n ? p[z * stride] : 0.0f;
-  float v = s[0];
-#pragma unroll
-  for (int z = 1; z < kMaxKSplits; ++z)
-    if (z < n) v += s[z];
-  return v;
-}
-
 /// Block-wide sum for blockDim.x a multiple of 32 (<= 1024); every thread gets the result.
 __device__ __forceinline__ float block_sum(float v, float* smem32) {
   v = warp_sum(v);

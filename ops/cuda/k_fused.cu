@@ -84,7 +84,8 @@ __global__ void qkv_epilogue_kernel(QkvArgs a) {
   // then the per-head RMSNorm of q and k.
   float ss = 0.0f;
   for (int e = threadIdx.x; e < hd; e += blockDim.x) {
-    float v = split_sum(src + e, splits, ss_stride);
+    float v = src[e];
+    for (int z = 1; z < splits; ++z) v += src[z * ss_stride + e];
     if (bias) v += load_scalar(a.bias_type[kind], bias + (static_cast<int64_t>(h) * hd + e) * a.bias_nb0[kind]);
     row[e] = v;
     ss += v * v;
@@ -174,20 +175,9 @@ void launch_epilogue_v(const QkvArgs& a, DType vt, dim3 grid, int threads, size_
   }
 }
 
-// What a fused op's src[0] stands for: f32 [n_embd, N] activations, or the q8_1 planes of their
-// norm, written by an RMS_NORM_Q8_1 or by a producer's norm epilogue: then a tensor of the
-// activations' shape (the norm's input, the producer's residual).
-const Tensor* activations_of(const Tensor* x) {
-  if (!x) return nullptr;
-  if (x->op == Op::RMS_NORM_Q8_1) return x->src[0];
-  if (has_norm_epilogue(*x)) return norm_epilogue_residual(*x);
-  return x;
-}
-
-bool writes_planes(const Tensor& x) { return x.op == Op::RMS_NORM_Q8_1 || has_norm_epilogue(x); }
-
+// The activations of a fused op: f32 [n_embd, N], or the q8_1 planes of an RMS_NORM_Q8_1 of them.
 bool activations_ok(const Tensor* x) {
-  x = activations_of(x);
+  if (x && x->op == Op::RMS_NORM_Q8_1) x = x->src[0];
   return x && x->type == DType::F32 && x->ne[2] == 1 && x->ne[3] == 1;
 }
 
@@ -195,8 +185,8 @@ bool activations_ok(const Tensor* x) {
 
 const Tensor& fused_activations(KernelContext& kc, const Tensor& node, Tensor& shape) {
   const Tensor& x = *node.src[0];
-  if (!writes_planes(x)) return x;
-  const Tensor& in = *activations_of(&x);
+  if (x.op != Op::RMS_NORM_Q8_1) return x;
+  const Tensor& in = *x.src[0];
   shape.type = in.type;
   shape.ne = in.ne;
   shape.nb = in.nb;
@@ -238,8 +228,11 @@ QkvPlan qkv_plan(const KernelContext& kc, const Tensor& node, const Tensor& x) {
   return p;
 }
 
-// The f32 input shape of a fused op's activations (activations_of its src[0]).
-const Tensor& activation_shape(const Tensor& node) { return *activations_of(node.src[0]); }
+// The f32 input shape of a fused op's activations (src[0] or the RMS_NORM_Q8_1's input).
+const Tensor& activation_shape(const Tensor& node) {
+  const Tensor& x = *node.src[0];
+  return x.op == Op::RMS_NORM_Q8_1 ? *x.src[0] : x;
+}
 
 }  // namespace
 
@@ -452,11 +445,7 @@ bool s_ffn_swiglu(const Tensor& n) {
   if (n.src[5]) return s_ffn_swiglu_id(n);
   const Tensor *x = n.src[0], *wg = n.src[1], *wu = n.src[2], *wd = n.src[3], *r = n.src[4];
   if (!activations_ok(x) || !weight_ok(wg) || !weight_ok(wu) || !weight_ok(wd)) return false;
-  // A residual (src[4]) is added by the MMVQ epilogue of the down projection, or by the norm
-  // epilogue, which then writes the node's output.
-  if (has_norm_epilogue(n))
-    return s_norm_epilogue(n) && r->ne[0] == wd->ne[1] && r->ne[1] == activation_shape(n).ne[1] &&
-           matmul_is_mmvq(*wd, r->ne[1]);
+  // A residual (src[4]) is added by the MMVQ epilogue of the down projection.
   return !r || (r->type == DType::F32 && r->is_contiguous() && same_shape(*r, n) && n.is_contiguous() &&
                 matmul_is_mmvq(*wd, activation_shape(n).ne[1]));
 }
@@ -517,12 +506,6 @@ void k_ffn_swiglu(KernelContext& kc, Tensor& node) {
   kc.prequant_src = nullptr;
   kc.scratch_offset = saved;
   auto* part = mmq_scratch(kc, wd, N, 1) ? reinterpret_cast<float*>(hbuf + q8_bytes) : nullptr;
-  if (has_norm_epilogue(node)) {  // the down projection's slices into x's rows, then the norm adds them
-    float* rows = norm_epilogue_rows(node);
-    const int splits = mmvq(kc, wd, qs, ds, N, 1, 1, rows, nullptr, part, false);
-    norm_epilogue(kc, node, splits == 1 ? MatmulSlices{rows, 1, 0} : MatmulSlices{part, splits, N * wd.ne[1]});
-    return;
-  }
   mmvq(kc, wd, qs, ds, N, 1, 1, residual_out ? residual_out : static_cast<float*>(node.data), residual, part);
 }
 

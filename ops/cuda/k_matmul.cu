@@ -413,26 +413,11 @@ size_t w_mul_mat(const KernelContext& kc, const Tensor& dst) { return matmul_scr
 // epilogue adds the residual src[2].
 bool s_mul_mat_add(const Tensor& dst) {
   const Tensor* r = dst.src[2];
-  if (has_norm_epilogue(dst)) {
-    const Tensor &a = *dst.src[0], &b = *dst.src[1];
-    return s_norm_epilogue(dst) && s_mul_mat(dst) && a.ne[1] == r->ne[0] && b.ne[1] == r->ne[1] && b.ne[2] == 1 &&
-           b.ne[3] == 1 && matmul_is_vec(a, b.ne[1]);
-  }
   if (!s_mul_mat(dst) || !r || r->type != DType::F32 || !r->is_contiguous() || !same_shape(*r, dst)) return false;
   return dst.is_contiguous() && matmul_is_vec(*dst.src[0], dst.src[1]->ne[1]);
 }
 
 void k_mul_mat_add(KernelContext& kc, Tensor& dst) {
-  if (has_norm_epilogue(dst)) {  // the sum's slices into x's rows, then the norm adds them
-    const Tensor& r = *dst.src[2];
-    Tensor x;
-    x.type = DType::F32;
-    x.ne = r.ne;
-    x.nb = r.nb;
-    x.data = norm_epilogue_rows(dst);
-    norm_epilogue(kc, dst, matmul_partial(kc, *dst.src[0], *dst.src[1], x));
-    return;
-  }
   kc.residual = static_cast<const float*>(dst.src[2]->data);
   kc.residual_out = static_cast<float*>(dst.data);
   matmul(kc, *dst.src[0], *dst.src[1], dst);

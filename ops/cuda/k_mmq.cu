@@ -34,7 +34,6 @@
 #include <string>
 
 #include "ops/cuda/cp_async.cuh"
-#include "ops/cuda/device.cuh"
 #include "ops/cuda/kernels.cuh"
 #include "ops/cuda/quant_device.cuh"
 
@@ -420,20 +419,19 @@ __global__ void __launch_bounds__(32 * kWarps) mmq_kernel(const uint8_t* w, int6
 __global__ void mmq_reduce_kernel(const float* part, int n_split, int64_t n, float* dst, const float* residual) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  const float v = split_sum(part + i, n_split, n);
+  float v = part[i];
+  for (int z = 1; z < n_split; ++z) v += part[z * n + i];
   dst[i] = residual ? residual[i] + v : v;
 }
 
-// K splits: enough blocks for four per SM when the weight has few rows (attention projections,
+// K splits: enough blocks for three per SM when the weight has few rows (attention projections,
 // ffn_down), each split keeping at least two chunks to pipeline. A function of the weight shape and
-// the device only, never of N (batch invariance). Four rather than three: the 7B's 4608-row
-// q|k|v at 16 rows took 13.4 us with 6 splits and 11.8 with 7, the 3584-row attn_output 10.1 with
-// 7 either way (docs/perf/2026-12-06-decode-launches.md); QKV adds its slices in its epilogue.
+// the device only, never of N (batch invariance).
 int k_splits(const KernelContext& kc, int64_t M, int U) {
   const int64_t blocks = ceil_div(M, kBlockRows);
   const int64_t chunks = ceil_div(U, kChunkUnits);
-  const int64_t want = ceil_div(4 * static_cast<int64_t>(kc.prop->multiProcessorCount), blocks);
-  return static_cast<int>(std::clamp<int64_t>(want, 1, std::max<int64_t>(1, std::min<int64_t>(chunks / 2, kMaxKSplits))));
+  const int64_t want = ceil_div(3 * static_cast<int64_t>(kc.prop->multiProcessorCount), blocks);
+  return static_cast<int>(std::clamp<int64_t>(want, 1, std::max<int64_t>(1, std::min<int64_t>(chunks / 2, 16))));
 }
 
 // Past 48 KiB a kernel must ask for its dynamic shared memory, once per instantiation.
@@ -520,7 +518,6 @@ bool mmq_use_f16(const Tensor& a) { return mmq_use_f16_shape(a) && mmq_f16_suppo
 }  // namespace
 
 void mmq_reduce(KernelContext& kc, const float* part, int n_split, int64_t n, float* dst, const float* residual) {
-  if (n_split > kMaxKSplits) throw std::logic_error(kc.where() + ": mmq_reduce over more than kMaxKSplits slices");
   mmq_reduce_kernel<<<static_cast<unsigned>(ceil_div(n, 256)), 256, 0, kc.stream>>>(part, n_split, n, dst, residual);
   kc.check_launch("mmq_reduce_kernel");
 }

@@ -544,7 +544,7 @@ int mmf16_k_splits(const KernelContext& kc, int64_t M, int U) {
   const int64_t blocks = ceil_div(M, int64_t{16 * kWarps});
   const int64_t chunks = U / kUnits;
   const int64_t want = ceil_div(kTargetPerSm * kc.prop->multiProcessorCount, blocks);
-  return static_cast<int>(std::clamp<int64_t>(want, 1, std::max<int64_t>(1, std::min<int64_t>(chunks / 2, kMaxKSplits))));
+  return static_cast<int>(std::clamp<int64_t>(want, 1, std::max<int64_t>(1, std::min<int64_t>(chunks / 2, 16))));
 }
 
 // Past 48 KiB a kernel must ask for its dynamic shared memory, once per instantiation.

@@ -108,16 +108,11 @@ __global__ void rope_kernel(TD x, const int32_t* pos, float* dst, RopeArgs r) {
 // per element a thread reads) where all in flight together take one latency. With `rows` (a MoE
 // FFN's norm, whose router reads f32) the normed values are stored there too: rms_norm_kernel's
 // f32 rows, from the same sums in the same order.
-// As the norm epilogue of a residual-stream producer (norm_epilogue): x is the sum of `splits`
-// K-split slices (split_sum: mmq_reduce's order) plus `residual` (added as the matmul epilogues
-// add it), and that sum is stored at `x_out` (which may be slice 0 itself: each element is read
-// and written by the same thread).
 enum class NormW { None, F32, F16 };
 
 template <int V, NormW WT>
-__global__ void rms_norm_q8_1_kernel(const float* x, int splits, int64_t split_stride, const float* residual,
-                                     float* x_out, const void* __restrict__ w, float eps, int64_t n, int8_t* qs,
-                                     float2* ds, float* rows) {
+__global__ void rms_norm_q8_1_kernel(const float* __restrict__ x, const void* __restrict__ w, float eps, int64_t n,
+                                     int8_t* qs, float2* ds, float* rows) {
   __shared__ float red[32];
   const int64_t r = blockIdx.x;
   const float* rx = x + r * n;
@@ -126,24 +121,10 @@ __global__ void rms_norm_q8_1_kernel(const float* x, int splits, int64_t split_s
   for (int j = 0; j < V; ++j) {
     const int64_t i = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
     const bool in = i < n;
-    if (splits == 1 && !residual) {
-      xv[j] = in ? rx[i] : 0.0f;
-    } else if (in) {
-      const float v = split_sum(rx + i, splits, split_stride);
-      xv[j] = residual ? residual[r * n + i] + v : v;
-    } else {
-      xv[j] = 0.0f;
-    }
+    xv[j] = in ? __ldg(rx + i) : 0.0f;
     if constexpr (WT == NormW::F32) wv[j] = in ? __ldg(static_cast<const float*>(w) + i) : 1.0f;
     else if constexpr (WT == NormW::F16) wv[j] = in ? __half2float(__ldg(static_cast<const __half*>(w) + i)) : 1.0f;
     else wv[j] = 1.0f;
-  }
-  if (x_out) {
-#pragma unroll
-    for (int j = 0; j < V; ++j) {
-      const int64_t i = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
-      if (i < n) x_out[r * n + i] = xv[j];
-    }
   }
   float s = 0.0f;
 #pragma unroll
@@ -176,22 +157,25 @@ bool s_rms_norm_q8_1(const Tensor& node) {
   return node.type == DType::I8 && node.nbytes() >= need;
 }
 
-namespace {
-
-// The q8_1 planes of rms_norm(x) * w at `planes` ([rows, n] activations; see rms_norm_q8_1_kernel
-// for x, residual, x_out and normed_rows).
-void launch_rms_norm_q8_1(KernelContext& kc, const MatmulSlices& x, const float* residual, float* x_out,
-                          const Tensor* w, float eps, int64_t n, int64_t rows, void* planes_at, float* normed_rows) {
-  const Q8Planes planes = q8_planes(planes_at, rows, n);
+// RMS_NORM_Q8_1: the q8_1 planes of the normed rows at node.data (qs [rows][n], then ds).
+void k_rms_norm_q8_1(KernelContext& kc, Tensor& node) {
+  const Tensor& x = *node.src[0];
+  const Tensor* w = node.src[1];
+  const int64_t rows = x.nrows();
+  if (rows == 0) return;
+  const Q8Planes planes = q8_planes(node.data, rows, x.ne[0]);
+  const int64_t n = x.ne[0];
+  char* rows_at = node.param<int32_t>(1) ? static_cast<char*>(node.data) + q8_norm_rows_offset(rows, n) : nullptr;
+  auto* f32_rows = reinterpret_cast<float*>(rows_at);
   const int threads = row_threads(n, n > 512 * 32 ? 1024 : 512);
   const int64_t per_thread = ceil_div(n, threads);
   const NormW wt = !w ? NormW::None : w->type == DType::F16 ? NormW::F16 : NormW::F32;
   const auto launch = [&](auto v) {
     constexpr int V = decltype(v)::value;
     const auto run = [&](auto kernel) {
-      kernel<<<static_cast<unsigned>(rows), threads, 0, kc.stream>>>(x.data, x.splits, x.stride, residual, x_out,
-                                                                     w ? w->data : nullptr, eps, n, planes.qs,
-                                                                     planes.ds, normed_rows);
+      kernel<<<static_cast<unsigned>(rows), threads, 0, kc.stream>>>(static_cast<const float*>(x.data),
+                                                                     w ? w->data : nullptr, node.param<float>(0), n,
+                                                                     planes.qs, planes.ds, f32_rows);
     };
     if (wt == NormW::None) run(rms_norm_q8_1_kernel<V, NormW::None>);
     else if (wt == NormW::F32) run(rms_norm_q8_1_kernel<V, NormW::F32>);
@@ -205,48 +189,6 @@ void launch_rms_norm_q8_1(KernelContext& kc, const MatmulSlices& x, const float*
   else if (per_thread <= 32) launch(std::integral_constant<int, 32>{});
   else throw OpError(kc.where() + ": rms_norm_q8_1 rows of " + std::to_string(n) + " elements (at most 32768)");
   kc.check_launch("rms_norm_q8_1_kernel");
-}
-
-}  // namespace
-
-// RMS_NORM_Q8_1: the q8_1 planes of the normed rows at node.data (qs [rows][n], then ds).
-void k_rms_norm_q8_1(KernelContext& kc, Tensor& node) {
-  const Tensor& x = *node.src[0];
-  const int64_t rows = x.nrows(), n = x.ne[0];
-  if (rows == 0) return;
-  char* rows_at = node.param<int32_t>(1) ? static_cast<char*>(node.data) + q8_norm_rows_offset(rows, n) : nullptr;
-  launch_rms_norm_q8_1(kc, {static_cast<const float*>(x.data), 1, 0}, nullptr, nullptr, node.src[1],
-                       node.param<float>(0), n, rows, node.data, reinterpret_cast<float*>(rows_at));
-}
-
-bool has_norm_epilogue(const Tensor& t) {
-  return (t.op == Op::MUL_MAT_ADD || t.op == Op::FFN_SWIGLU) && t.param<int32_t>(kNormEpilogueParam) == 1;
-}
-
-const Tensor* norm_epilogue_residual(const Tensor& t) {
-  return has_norm_epilogue(t) ? t.src[t.op == Op::MUL_MAT_ADD ? 2 : 4] : nullptr;
-}
-
-bool s_norm_epilogue(const Tensor& t) {
-  const Tensor* r = norm_epilogue_residual(t);
-  const Tensor* w = t.src[kNormWeightSrc];
-  if (!r || r->type != DType::F32 || !r->is_contiguous() || r->ne[2] != 1 || r->ne[3] != 1) return false;
-  const int64_t n = r->ne[0], rows = r->ne[1];
-  if (n % 32 != 0 || n > 32768) return false;
-  if (w && ((w->type != DType::F32 && w->type != DType::F16) || w->nb[0] != dtype_type_size(w->type) || w->ne[0] != n))
-    return false;
-  return t.type == DType::I8 && t.is_contiguous() && t.nbytes() >= norm_epilogue_bytes(rows, n);
-}
-
-float* norm_epilogue_rows(const Tensor& t) {
-  const Tensor& r = *norm_epilogue_residual(t);
-  return reinterpret_cast<float*>(static_cast<char*>(t.data) + q8_norm_rows_offset(r.ne[1], r.ne[0]));
-}
-
-void norm_epilogue(KernelContext& kc, const Tensor& t, const MatmulSlices& sum) {
-  const Tensor& r = *norm_epilogue_residual(t);
-  launch_rms_norm_q8_1(kc, sum, static_cast<const float*>(r.data), norm_epilogue_rows(t), t.src[kNormWeightSrc],
-                       t.param<float>(kNormEpilogueParam + 1), r.ne[0], r.ne[1], t.data, nullptr);
 }
 
 void k_rms_norm(KernelContext& kc, Tensor& dst) {

@@ -230,29 +230,6 @@ struct MatmulSlices {
 /// them (matmul_scratch() bytes from the offset at the call).
 MatmulSlices matmul_partial(KernelContext& kc, const Tensor& a, const Tensor& b, Tensor& dst);
 
-/// The residual stream's norm in its producer (rewrite fusion 7). A MUL_MAT_ADD, or an FFN_SWIGLU
-/// with a residual (src[4]), whose int32 op param kNormEpilogueParam is 1 does not write its f32
-/// sum x [n, rows] (n, rows: its residual's shape) as its output but, as an RMS_NORM_Q8_1 with op
-/// param 1 lays them out (norm_epilogue_bytes), the q8_1 planes of rms_norm(x) * w (w =
-/// src[kNormWeightSrc], optional f32/f16 [n]; eps = the float op param kNormEpilogueParam + 1)
-/// and then x's f32 rows, which x's other readers read through a VIEW. One kernel adds the
-/// matmul's K-split slices, the residual and the norm.
-constexpr int kNormEpilogueParam = 14;
-constexpr int kNormWeightSrc = 6;
-inline size_t norm_epilogue_bytes(int64_t rows, int64_t n) {
-  return q8_norm_rows_offset(rows, n) + static_cast<size_t>(rows * n) * 4;
-}
-bool has_norm_epilogue(const Tensor& t);
-/// The residual of a node with the norm epilogue (x's shape), else nullptr.
-const Tensor* norm_epilogue_residual(const Tensor& t);
-/// The epilogue's own checks (the residual, the weight, the output's bytes).
-bool s_norm_epilogue(const Tensor& t);
-/// Where x's f32 rows go in t's output.
-float* norm_epilogue_rows(const Tensor& t);
-/// The epilogue: x = residual + `sum` (the matmul's slices), stored at norm_epilogue_rows(t)
-/// (`sum` may be those rows themselves), and x's planes at t.data.
-void norm_epilogue(KernelContext& kc, const Tensor& t, const MatmulSlices& sum);
-
 /// Whether matmul(kc, a, b, ...) runs a decode kernel (q8_decode_rows, or the float matvec up to
 /// kMatvecMaxRows) that can add a residual in
 /// its epilogue and use pre-quantized q8_1 activations (the latter: MMVQ weights only).

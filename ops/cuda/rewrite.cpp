@@ -11,8 +11,6 @@
 //                     add(r, FFN_SWIGLU)     at MMVQ sizes              =>  FFN_SWIGLU + src[4] = r
 //   prequantization   rms_norm -> QKV / FFN_SWIGLU at MMVQ sizes        =>  RMS_NORM_Q8_1 -> ...
 //                     rms_norm -> router mul_mat + experts' FFN_SWIGLU  =>  RMS_NORM_Q8_1 (+ f32 rows) -> both
-//   norm epilogue     RMS_NORM_Q8_1(MUL_MAT_ADD or FFN_SWIGLU + residual) =>  that node + the norm (planes,
-//                                                                         then its f32 rows for a VIEW)
 //   MoE output        add chain over the k slot views of mul(y, w)      =>  MOE_SUM(y, w)
 //                     ... w = softmax(get_rows(logits, ids))            =>  MOE_SUM(y, logits) + src[3] = ids
 //                     add(r, MOE_SUM)                                   =>  MOE_SUM + src[2] = r
@@ -22,7 +20,6 @@
 // ops stay. The fused kernels compute the same arithmetic in the same order as the basic ones.
 // Nodes that drop out of the pattern are left in the Context, unreachable from the outputs;
 // rebuilding the graph forgets them. Already-fused graphs match nothing (idempotent).
-#include <array>
 #include <unordered_map>
 
 #include "ops/cuda/kernels.cuh"
@@ -341,46 +338,6 @@ bool fuse_prequant_moe(Context& ctx, const Uses& u, Tensor* c) {
   return true;
 }
 
-// An RMS_NORM_Q8_1 p (planes only) of x, where x is a MUL_MAT_ADD or an FFN_SWIGLU with a
-// residual and not a graph output: x's node takes the norm as its epilogue (kernels.cuh,
-// kNormEpilogueParam) and writes p's planes, then its own f32 rows; p's readers read x's node,
-// x's other readers a VIEW of the rows. The K-split reduction of x's matmul, the residual and the
-// norm become one kernel.
-bool fuse_norm_epilogue(Context& ctx, const Graph& g, Tensor* p) {
-  Tensor* x = p->src[0];
-  if (p->param<int32_t>(1) != 0 || !x || !is_f32_matrix(x) || has_norm_epilogue(*x)) return false;
-  if (x->op != Op::MUL_MAT_ADD && !(x->op == Op::FFN_SWIGLU && x->src[4] && !x->src[5])) return false;
-  for (const Tensor* o : g.outputs())
-    if (o == x) return false;
-  const int64_t n = x->ne[0], rows = x->ne[1];
-  const Tensor before = *x;
-  const std::array<int64_t, 4> ne{static_cast<int64_t>(norm_epilogue_bytes(rows, n)), 1, 1, 1};
-  x->type = DType::I8;
-  x->ne = ne;
-  x->nb = contiguous_strides(DType::I8, ne);
-  x->src[kNormWeightSrc] = p->src[1];
-  x->set_param(kNormEpilogueParam, int32_t{1});
-  x->set_param(kNormEpilogueParam + 1, p->param<float>(0));
-  if (!(x->op == Op::MUL_MAT_ADD ? s_mul_mat_add(*x) : s_ffn_swiglu(*x))) {
-    x->type = before.type;
-    x->ne = before.ne;
-    x->nb = before.nb;
-    x->src = before.src;
-    x->op_params = before.op_params;
-    return false;
-  }
-  Tensor* rows_view = ctx.new_view(Op::VIEW, x, DType::F32, {n, rows, 1, 1},
-                                   contiguous_strides(DType::F32, {n, rows, 1, 1}), q8_norm_rows_offset(rows, n));
-  for (Tensor* t : g.nodes()) {
-    if (t == p || t == x) continue;
-    for (Tensor*& s : t->src) {
-      if (s == p) s = x;
-      else if (s == x) s = rows_view;
-    }
-  }
-  return true;
-}
-
 }  // namespace
 
 void rewrite_graph(Context& ctx, Graph& g) {
@@ -410,11 +367,6 @@ void rewrite_graph(Context& ctx, Graph& g) {
     for (Tensor* t : g.nodes())
       if (t->op == Op::QKV || t->op == Op::FFN_SWIGLU) more += fuse_prequant(ctx, u, t) || fuse_prequant_moe(ctx, u, t);
   }
-  if (more) g.rebuild();
-  // The norms made above, into the residual-stream nodes that feed them.
-  more = 0;
-  for (Tensor* t : g.nodes())
-    if (t->op == Op::RMS_NORM_Q8_1) more += fuse_norm_epilogue(ctx, g, t);
   if (more) g.rebuild();
 }
 
