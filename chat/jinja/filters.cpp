@@ -177,14 +177,16 @@ Value apply_filter(Interpreter& in, std::string_view name, const Value& v, CallA
     const bool blank = a.get(2, "blank", Value::boolean(false)).truthy();
     Text s = v.to_text();
     s.append("\n");  // Jinja2's own quirk, so that splitlines sees a final line
-    // Every '\n' starts a line that gets the indent: refused before the lines are built when even
-    // that many would pass the bound.
-    const auto newlines = static_cast<size_t>(std::count(s.s.begin(), s.s.end(), '\n'));
-    if (newlines > kMaxListItems || s.s.size() + newlines * ind.size() > kMaxStringBytes)
-      fail("the indented text would be over " + string_bound());
+    // Each line gets the indent: refused when `n` lines would pass the bound — first with the
+    // '\n' count, before the lines are built, then with splitlines' count (it splits at other
+    // line breaks too).
+    const auto check_lines = [&](size_t n) {
+      if (n > kMaxListItems || s.s.size() + n * ind.size() > kMaxStringBytes)
+        fail("the indented text would be over " + string_bound());
+    };
+    check_lines(static_cast<size_t>(std::count(s.s.begin(), s.s.end(), '\n')));
     const std::vector<Text> lines = pystr::splitlines(s);
-    if (lines.size() > kMaxListItems || s.s.size() + lines.size() * ind.size() > kMaxStringBytes)
-      fail("the indented text would be over " + string_bound());
+    check_lines(lines.size());
     Text rv;
     if (blank) {
       for (size_t k = 0; k < lines.size(); ++k) {

@@ -67,14 +67,18 @@ std::vector<Char> scan(const std::string& s) {
   return out;
 }
 
+// Characters (code points) of s, counted without materializing them.
+size_t count_chars(const std::string& s) {
+  size_t n = 0;
+  for (size_t i = 0; i < s.size(); i += seq_len(s, i)) ++n;
+  return n;
+}
+
 // scan() for the operations that make a value or a piece of text per character (chars, case maps):
 // past kMaxListItems characters they are refused, as a list that long would be.
 std::vector<Char> scan_bounded(const std::string& s) {
-  if (s.size() > kMaxListItems) {
-    size_t n = 0;  // characters, without materializing them
-    for (size_t i = 0; i < s.size(); i += seq_len(s, i))
-      if (++n > kMaxListItems) throw TemplateError("a string of over " + list_bound() + " (characters) taken character by character");
-  }
+  if (s.size() > kMaxListItems && count_chars(s) > kMaxListItems)
+    throw TemplateError("a string of over " + list_bound() + " (characters) taken character by character");
   return scan(s);
 }
 
@@ -184,11 +188,7 @@ std::vector<Text> chars(const Text& t) {
   return out;
 }
 
-size_t length(const Text& t) {
-  size_t n = 0;
-  for (size_t i = 0; i < t.s.size(); i += seq_len(t.s, i)) ++n;
-  return n;
-}
+size_t length(const Text& t) { return count_chars(t.s); }
 
 Text span(const Text& t, size_t a, size_t b) {
   const auto cs = scan(t.s);
