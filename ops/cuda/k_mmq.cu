@@ -559,7 +559,7 @@ bool mmq_f16_every_row(const Tensor& a) {
 }
 
 bool mmq_runs_f16(const Tensor& a, int64_t N) {
-  return N >= 1 && N <= kDecodeMaxRows && mmq_use_f16(a) && (N > kMmvqRows || mmq_f16_every_row(a));
+  return N >= 1 && N <= kDecodeMaxRows && mmvq_runs_mmq(a, N) && mmq_use_f16(a);
 }
 
 int mmq(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2, int64_t B3,

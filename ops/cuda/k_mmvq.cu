@@ -569,10 +569,13 @@ int64_t q8_decode_rows(DType type) {
   return mmq_supported(type) ? kDecodeMaxRows : mmvq_supported(type) ? kMatvecMaxRows : 0;
 }
 
+bool mmvq_runs_mmq(const Tensor& a, int64_t N) {
+  return mmq_supported(a.type) && (N > kMmvqRows || mmq_f16_every_row(a));
+}
+
 int mmvq(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2, int64_t B3,
          float* dst, const float* residual, float* part, bool reduce) {
-  if (mmq_supported(a.type) && (N > kMmvqRows || mmq_f16_every_row(a)))
-    return mmq(kc, a, qs, ds, N, B2, B3, dst, residual, part, reduce);
+  if (mmvq_runs_mmq(a, N)) return mmq(kc, a, qs, ds, N, B2, B3, dst, residual, part, reduce);
   switch (a.type) {
 #define MINFER_T(T) \
   case DType::T: launch_mmvq_t<DType::T>(kc, a, qs, ds, N, B2, B3, dst, residual); return 1;

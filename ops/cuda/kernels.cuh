@@ -143,6 +143,8 @@ void swiglu_f32(KernelContext& kc, const TD& g, const TD& u, float* h);
 /// mmq_reduce() does (the same bits).
 int mmvq(KernelContext& kc, const Tensor& a, const int8_t* qs, const float2* ds, int64_t N, int64_t B2,
          int64_t B3, float* dst, const float* residual, float* part, bool reduce = true);
+/// Whether mmvq() at N activation rows hands weight `a` to mmq() rather than the dp4a MMVQ.
+bool mmvq_runs_mmq(const Tensor& a, int64_t N);
 /// MUL_MAT_ID's expert matvec: dst[(j + k t) M + m] = dot(row m of expert ids[j, t] of `as`, q8_1
 /// activation row j % n_act + n_act t) for every slot j < k = ids.ne[0] and token t < ids.ne[1],
 /// each pair as mmvq() with N = 1 computes it. A bad id is reported (kErrMulMatIdId), its outputs NaN.

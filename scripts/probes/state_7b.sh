@@ -20,5 +20,5 @@ for r in $(seq 1 "${ROUNDS:-2}"); do
   table /tmp/new minfer-bench -m $m --device cuda -p 0 -n 64 -d 0,32768 -r 2
   table /tmp/new minfer-bench -m $m --device cuda -p 0 -n 64 -d 32768 -r 2 --cache-type q8_0
 done
-[[ -x /tmp/fa_probe ]] && timeout 120 /tmp/fa_probe 7B | grep -E 'T 8192|T 512 @ 32256|FAIL|ok:'
+[[ -x /tmp/fa_probe ]] && timeout 120 /tmp/fa_probe qwen25_7b | grep -E "t8192_d0|t512_d32256|FAIL|ok:"
 echo "done $((SECONDS - t0)) s"
